@@ -1,0 +1,56 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// Upcoming features as swift-log enables them: with InternalImportsByDefault every
+// `import CSQLite` is internal, so no C type can reach a public signature.
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "Larder",
+    products: [
+        .library(name: "Larder", targets: ["Larder"]),
+        .library(name: "LarderImage", targets: ["LarderImage"]),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        .systemLibrary(
+            name: "CZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"])]
+        ),
+        .systemLibrary(
+            name: "CCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .target(
+            name: "Larder",
+            dependencies: ["CSQLite", "CZlib", "CCrypto"],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "LarderImage",
+            dependencies: ["Larder"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "LarderTests",
+            dependencies: ["Larder"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "LarderImageTests",
+            dependencies: ["LarderImage", "Larder"],
+            swiftSettings: strictSettings
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
