@@ -1,0 +1,100 @@
+public import Foundation
+import CCrypto
+
+/// The digest that turns a key into a blob file name.
+///
+/// The disk tier never uses a key as a path: each blob is named after the hex digest of its
+/// key, sharded by the digest's first byte. Digests come from OpenSSL's libcrypto; the message
+/// digest objects are fetched once per process and reused.
+///
+/// ```swift
+/// KeyHashing.sha1.hexDigest("hello") // "aaf4c61ddcc5e8a2dabede0f3b482cd9aea9434d"
+/// ```
+public enum KeyHashing: String, Sendable, Hashable, CaseIterable {
+    /// MD5: 128-bit digest, 32 hex characters. Fast; collisions are not a concern for cache keys.
+    case md5
+    /// SHA-1: 160-bit digest, 40 hex characters.
+    case sha1
+    /// SHA-256: 256-bit digest, 64 hex characters.
+    case sha256
+
+    /// The digest length in bytes.
+    public var digestLength: Int {
+        switch self {
+        case .md5: return 16
+        case .sha1: return 20
+        case .sha256: return 32
+        }
+    }
+
+    /// The digest of `bytes`.
+    ///
+    /// - Complexity: O(*n*) in the number of bytes.
+    public func digest(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
+        var output = [UInt8](repeating: 0, count: digestLength)
+        output.withUnsafeMutableBufferPointer { out in
+            var length: UInt32 = 0
+            let status = EVP_Digest(
+                bytes.baseAddress, bytes.count, out.baseAddress, &length,
+                MessageDigests.shared.type(for: self), nil)
+            // EVP_Digest only fails on allocation failure or an unknown digest: our own bug.
+            precondition(status == 1 && Int(length) == digestLength, "EVP_Digest failed for \(self)")
+        }
+        return output
+    }
+
+    /// The digest of `data`.
+    public func digest(_ data: Data) -> [UInt8] {
+        data.withUnsafeBytes { digest($0) }
+    }
+
+    /// The lowercase hex digest of the UTF-8 bytes of `key`.
+    public func hexDigest(_ key: String) -> String {
+        var key = key
+        let bytes = key.withUTF8 { digest(UnsafeRawBufferPointer($0)) }
+        return Self.hex(bytes)
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        let digits: StaticString = "0123456789abcdef"
+        return String(unsafeUninitializedCapacity: bytes.count * 2) { buffer in
+            digits.withUTF8Buffer { table in
+                for (index, byte) in bytes.enumerated() {
+                    buffer[index * 2] = table[Int(byte >> 4)]
+                    buffer[index * 2 + 1] = table[Int(byte & 0x0F)]
+                }
+            }
+            return bytes.count * 2
+        }
+    }
+}
+
+/// The libcrypto message digest objects, fetched once (an implicit fetch per call is slow in
+/// OpenSSL 3). They are immutable after fetching and libcrypto documents them as thread-safe.
+private final class MessageDigests: @unchecked Sendable {
+    static let shared = MessageDigests()
+
+    private let md5: OpaquePointer
+    private let sha1: OpaquePointer
+    private let sha256: OpaquePointer
+
+    private init() {
+        func fetch(_ name: String) -> OpaquePointer {
+            guard let type = EVP_MD_fetch(nil, name, nil) else {
+                fatalError("libcrypto does not provide the \(name) digest")
+            }
+            return type
+        }
+        md5 = fetch("MD5")
+        sha1 = fetch("SHA1")
+        sha256 = fetch("SHA256")
+    }
+
+    func type(for hashing: KeyHashing) -> OpaquePointer {
+        switch hashing {
+        case .md5: return md5
+        case .sha1: return sha1
+        case .sha256: return sha256
+        }
+    }
+}
