@@ -41,9 +41,22 @@ let package = Package(
             dependencies: ["Larder"],
             swiftSettings: strictSettings
         ),
+        // Test-only code shared by the test target and the crash helper (not a product).
+        .target(
+            name: "LarderTestSupport",
+            path: "Tests/LarderTestSupport",
+            swiftSettings: strictSettings
+        ),
+        // The child process the fault tests start and kill (not a product).
+        .executableTarget(
+            name: "LarderCrashHelper",
+            dependencies: ["Larder", "LarderTestSupport"],
+            path: "Tests/LarderCrashHelper",
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "LarderTests",
-            dependencies: ["Larder"],
+            dependencies: ["Larder", "LarderTestSupport", "LarderCrashHelper"],
             swiftSettings: strictSettings
         ),
         .testTarget(

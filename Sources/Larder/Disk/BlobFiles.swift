@@ -1,0 +1,154 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The file side of the disk tier: `blobs/xx/<name>` and `tmp/`, written with plain POSIX calls.
+///
+/// Every file and directory is created owner-only (0600 / 0700). A blob is first written to
+/// `tmp/`, then renamed into place, so a reader never sees a partial file under `blobs/`.
+struct BlobFiles: Sendable {
+    let root: URL
+    let blobsPath: String
+    let tmpPath: String
+    let durable: Bool
+
+    init(root: URL, durable: Bool) {
+        self.root = root
+        self.blobsPath = root.appendingPathComponent("blobs", isDirectory: true).path
+        self.tmpPath = root.appendingPathComponent("tmp", isDirectory: true).path
+        self.durable = durable
+    }
+
+    /// The relative name of a new blob for a key digest: `ab/<digest>-<random>`. Each write gets
+    /// a fresh name, so an overwrite never changes a file a reader may be holding.
+    static func makeName(hash: String) -> String {
+        let shard = hash.prefix(2)
+        return "\(shard)/\(hash)-\(String(UInt64.random(in: 0 ... .max), radix: 16))"
+    }
+
+    func path(of name: String) -> String { blobsPath + "/" + name }
+
+    /// Creates `blobs/` and `tmp/` (owner-only) when missing.
+    func createDirectories() throws {
+        for path in [blobsPath, tmpPath] {
+            try Self.makeDirectory(path)
+        }
+    }
+
+    static func makeDirectory(_ path: String) throws {
+        if mkdir(path, 0o700) != 0 && errno != EEXIST {
+            throw ioError("creating directory", path)
+        }
+        var info = stat()
+        guard stat(path, &info) == 0 else { throw ioError("inspecting directory", path) }
+        guard (info.st_mode & S_IFMT) == S_IFDIR else {
+            throw StorageError.io(operation: "creating directory", path: path, underlying: "a file is in the way")
+        }
+    }
+
+    /// Writes `data` to a temporary file and renames it to `blobs/<name>`.
+    func write(_ data: Data, name: String) throws {
+        let temporary = tmpPath + "/" + name.replacingOccurrences(of: "/", with: "_")
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw Self.ioError("creating temporary file", temporary) }
+        do {
+            try data.withUnsafeBytes { bytes in
+                var offset = 0
+                while offset < bytes.count {
+                    let written = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+                    if written < 0 {
+                        if errno == EINTR { continue }
+                        throw Self.ioError("writing temporary file", temporary)
+                    }
+                    offset += written
+                }
+            }
+            if durable && fsync(descriptor) != 0 { throw Self.ioError("syncing temporary file", temporary) }
+            guard close(descriptor) == 0 else {
+                throw Self.ioError("closing temporary file", temporary)
+            }
+        } catch {
+            close(descriptor)
+            unlink(temporary)
+            throw error
+        }
+
+        let destination = path(of: name)
+        if rename(temporary, destination) != 0 {
+            let failure = errno
+            guard failure == ENOENT else {
+                unlink(temporary)
+                throw Self.ioError("moving blob into place", destination, code: failure)
+            }
+            // The shard directory does not exist yet: create it and try once more.
+            let shard = blobsPath + "/" + String(name.prefix(2))
+            do {
+                try Self.makeDirectory(shard)
+                if durable { try Self.syncDirectory(blobsPath) }
+            } catch {
+                unlink(temporary)
+                throw error
+            }
+            guard rename(temporary, destination) == 0 else {
+                let code = errno
+                unlink(temporary)
+                throw Self.ioError("moving blob into place", destination, code: code)
+            }
+        }
+        if durable {
+            try Self.syncDirectory(blobsPath + "/" + String(name.prefix(2)))
+        }
+    }
+
+    /// Reads `blobs/<name>`, or returns `nil` when the file is missing or is not a regular file
+    /// of `expectedSize` bytes.
+    func read(name: String, expectedSize: Int) throws -> Data? {
+        let path = path(of: name)
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            if errno == ENOENT || errno == ENOTDIR || errno == EISDIR { return nil }
+            throw Self.ioError("opening blob", path)
+        }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw Self.ioError("inspecting blob", path) }
+        guard (info.st_mode & S_IFMT) == S_IFREG, Int(info.st_size) == expectedSize else { return nil }
+        var data = Data(count: expectedSize)
+        let complete: Bool = try data.withUnsafeMutableBytes { buffer in
+            var offset = 0
+            while offset < expectedSize {
+                let count = Glibc.read(descriptor, buffer.baseAddress! + offset, expectedSize - offset)
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    if errno == EISDIR { return false }
+                    throw Self.ioError("reading blob", path)
+                }
+                if count == 0 { return false }
+                offset += count
+            }
+            return true
+        }
+        return complete ? data : nil
+    }
+
+    /// Removes `blobs/<name>`; a missing file is not an error.
+    func remove(name: String) {
+        unlink(path(of: name))
+    }
+
+    static func syncDirectory(_ path: String) throws {
+        let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw ioError("opening directory to sync", path) }
+        defer { close(descriptor) }
+        guard fsync(descriptor) == 0 else { throw ioError("syncing directory", path) }
+    }
+
+    static func ioError(_ operation: String, _ path: String, code: Int32 = errno) -> StorageError {
+        .io(operation: operation, path: path, underlying: String(cString: strerror(code)))
+    }
+}

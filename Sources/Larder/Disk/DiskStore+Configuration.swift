@@ -1,0 +1,162 @@
+public import Foundation
+
+extension DiskStore {
+    /// How values are compressed before they reach the disk.
+    public enum Compression: Sendable, Hashable {
+        /// Values are stored as given.
+        case none
+        /// Values are gzip-compressed at `level` (0...9, or -1 for zlib's default); a value whose
+        /// compressed form is not smaller is stored raw, and the index row says which.
+        case gzip(level: Int)
+    }
+
+    /// How hard a write works to survive a crash of the machine.
+    public enum Durability: Sendable, Hashable {
+        /// No `fsync`; SQLite runs with `synchronous=NORMAL`. A completed write survives a crash
+        /// of the process; the last writes may be lost if the machine loses power.
+        case fast
+        /// `fsync` of each blob file and its directory, and `synchronous=FULL`: a completed write
+        /// survives a power loss.
+        case durable
+    }
+
+    /// How a stored value is encoded.
+    public enum Encoding: Int, Sendable, Hashable {
+        /// The bytes as given.
+        case raw = 0
+        /// A gzip stream of the bytes.
+        case gzip = 1
+    }
+
+    /// The settings of a ``DiskStore``, fixed when it opens.
+    ///
+    /// ```swift
+    /// var configuration = DiskStore.Configuration()
+    /// configuration.sizeLimit = 200 * 1024 * 1024
+    /// configuration.compression = .gzip(level: 6)
+    /// let store = try DiskStore(directory: cacheURL, configuration: configuration)
+    /// ```
+    public struct Configuration: Sendable {
+        /// The most bytes (stored size, after compression) the store keeps. Defaults to 256 MiB.
+        public var sizeLimit: Int
+        /// The most entries the store keeps. Defaults to `Int.max` (no count limit).
+        public var countLimit: Int
+        /// When a write takes a total over its limit, entries are removed until the total is at
+        /// or below `(1 - overflowTrimRatio) × limit`. Must be in `0..<1`; 0 removes just
+        /// enough. Defaults to 0.2.
+        public var overflowTrimRatio: Double
+        /// The digest that names blob files. Defaults to ``KeyHashing/sha1``.
+        public var keyHashing: KeyHashing
+        /// Compression of stored values. Defaults to ``Compression/none``.
+        public var compression: Compression
+        /// Values whose stored size is below this many bytes live inline in the index row;
+        /// larger ones in blob files. 0 stores every value in a file. Defaults to 16 KiB.
+        public var inlineThreshold: Int
+        /// The expiry of a write that names none. Defaults to ``Expiry/never``.
+        public var defaultExpiry: Expiry
+        /// Whether writes are flushed to stable storage. Defaults to ``Durability/fast``.
+        public var durability: Durability
+        /// How long a call waits for another connection's write lock (another thread's or
+        /// process's store on the same directory). Defaults to 10 seconds.
+        public var busyTimeout: Duration
+        /// The clock used for expiry and access times. Defaults to the system clock.
+        public var now: @Sendable () -> Date
+        /// Receives the store's rare operational messages (a corrupt index moved aside, a
+        /// sweep that failed). Defaults to printing them to standard error; `nil` silences them.
+        public var logHandler: (@Sendable (String) -> Void)?
+
+        /// Creates a configuration; every parameter has the documented default.
+        public init(
+            sizeLimit: Int = 256 * 1024 * 1024,
+            countLimit: Int = .max,
+            overflowTrimRatio: Double = 0.2,
+            keyHashing: KeyHashing = .sha1,
+            compression: Compression = .none,
+            inlineThreshold: Int = 16 * 1024,
+            defaultExpiry: Expiry = .never,
+            durability: Durability = .fast,
+            busyTimeout: Duration = .seconds(10),
+            now: @escaping @Sendable () -> Date = { Date() },
+            logHandler: (@Sendable (String) -> Void)? = { message in
+                FileHandle.standardError.write(Data("larder: \(message)\n".utf8))
+            }
+        ) {
+            self.sizeLimit = sizeLimit
+            self.countLimit = countLimit
+            self.overflowTrimRatio = overflowTrimRatio
+            self.keyHashing = keyHashing
+            self.compression = compression
+            self.inlineThreshold = inlineThreshold
+            self.defaultExpiry = defaultExpiry
+            self.durability = durability
+            self.busyTimeout = busyTimeout
+            self.now = now
+            self.logHandler = logHandler
+        }
+
+        /// Throws ``StorageError/invalidConfiguration(field:value:reason:)`` naming the first
+        /// field that holds an unusable value.
+        func validate() throws {
+            func invalid(_ field: String, _ value: Any, _ reason: String) -> StorageError {
+                .invalidConfiguration(field: field, value: "\(value)", reason: reason)
+            }
+            guard sizeLimit > 0 else { throw invalid("sizeLimit", sizeLimit, "must be greater than 0") }
+            guard countLimit > 0 else { throw invalid("countLimit", countLimit, "must be greater than 0") }
+            guard overflowTrimRatio >= 0, overflowTrimRatio < 1 else {
+                throw invalid("overflowTrimRatio", overflowTrimRatio, "must be in 0..<1")
+            }
+            if case .gzip(let level) = compression, !(-1...9).contains(level) {
+                throw invalid("compression", "gzip(level: \(level))", "level must be in -1...9")
+            }
+            guard inlineThreshold >= 0 else {
+                throw invalid("inlineThreshold", inlineThreshold, "must not be negative")
+            }
+            guard defaultExpiry.isValid else {
+                throw invalid("defaultExpiry", defaultExpiry, "must be a finite time")
+            }
+            guard busyTimeout >= .zero else { throw invalid("busyTimeout", busyTimeout, "must not be negative") }
+        }
+    }
+
+    /// What the index knows about one entry, read without touching the value.
+    public struct Entry: Sendable, Hashable {
+        /// The key as written.
+        public var key: String
+        /// Bytes on disk (after compression).
+        public var size: Int
+        /// Bytes of the value as written.
+        public var originalSize: Int
+        /// How the stored bytes are encoded.
+        public var encoding: Encoding
+        /// Whether the value lives in the index row rather than a blob file.
+        public var isInline: Bool
+        /// When the value was written.
+        public var creationDate: Date
+        /// When the value was last read or written (access times are flushed in batches).
+        public var accessDate: Date
+        /// When the entry expires, or `nil` if it never does.
+        public var expirationDate: Date?
+        /// The caller's metadata bytes, if any were written with the value.
+        public var metadata: Data?
+    }
+
+    /// Counters since the store was opened, plus the current totals.
+    public struct Statistics: Sendable, Hashable {
+        /// Reads that returned a value.
+        public var hits = 0
+        /// Reads that found nothing, an expired entry or a damaged one.
+        public var misses = 0
+        /// Completed writes.
+        public var writes = 0
+        /// Entries removed by the size and count limits (including `trim`).
+        public var evictions = 0
+        /// Expired entries removed.
+        public var expirations = 0
+        /// Entries dropped because their bytes were damaged or missing.
+        public var corruptEntriesDropped = 0
+        /// Entries in the store now.
+        public var totalCount = 0
+        /// Stored bytes in the store now.
+        public var totalSize = 0
+    }
+}

@@ -1,0 +1,100 @@
+import CSQLite
+import Foundation
+
+/// One SQLite connection with a cache of prepared statements.
+///
+/// Opened with `SQLITE_OPEN_NOMUTEX`: the owner serializes every use behind its own lock, so
+/// SQLite's per-connection mutex would only add cost (GRDB's reasoning for its serialized
+/// databases).
+final class SQLiteConnection {
+    let handle: OpaquePointer
+    let path: String
+    private var statements: [String: SQLiteStatement] = [:]
+
+    init(path: String, busyTimeout: Duration = .seconds(10)) throws {
+        var handle: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let code = sqlite3_open_v2(path, &handle, flags, nil)
+        guard code == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code))
+            let extended = handle.map { sqlite3_extended_errcode($0) } ?? code
+            sqlite3_close_v2(handle)
+            throw StorageError.sqlite(code: extended, message: "\(message) (opening \(path))", sql: nil)
+        }
+        self.handle = handle
+        self.path = path
+        sqlite3_extended_result_codes(handle, 1)
+        let milliseconds = busyTimeout.components.seconds * 1_000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000
+        sqlite3_busy_timeout(handle, Int32(clamping: milliseconds))
+    }
+
+    deinit {
+        close()
+    }
+
+    /// Finalizes the cached statements, then closes the connection. Idempotent.
+    func close() {
+        statements.removeAll()
+        sqlite3_close_v2(handle)
+    }
+
+    /// A cached prepared statement for `sql`, prepared on first use.
+    func statement(_ sql: String) throws -> SQLiteStatement {
+        if let cached = statements[sql] { return cached }
+        let statement = try SQLiteStatement(connection: self, sql: sql)
+        statements[sql] = statement
+        return statement
+    }
+
+    /// Runs SQL that takes no parameters (schema, pragmas, transactions).
+    func execute(_ sql: String) throws {
+        var message: UnsafeMutablePointer<CChar>?
+        let code = sqlite3_exec(handle, sql, nil, nil, &message)
+        if code != SQLITE_OK {
+            let text = message.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(code))
+            sqlite3_free(message)
+            throw StorageError.sqlite(code: sqlite3_extended_errcode(handle), message: text, sql: sql)
+        }
+    }
+
+    /// The first column of the first row of a parameterless query.
+    func scalarInt64(_ sql: String) throws -> Int64? {
+        let statement = try statement(sql)
+        return try statement.withReset { try $0.step() ? $0.optionalInt64(0) : nil }
+    }
+
+    /// Runs `body` inside `BEGIN IMMEDIATE … COMMIT`, rolling back when it throws.
+    func transaction<T>(_ body: () throws -> T) throws -> T {
+        try statement("BEGIN IMMEDIATE").withReset { _ = try $0.step() }
+        do {
+            let result = try body()
+            try statement("COMMIT").withReset { _ = try $0.step() }
+            return result
+        } catch {
+            if sqlite3_get_autocommit(handle) == 0 {
+                try? execute("ROLLBACK")
+            }
+            throw error
+        }
+    }
+
+    var changes: Int { Int(sqlite3_changes64(handle)) }
+
+    func error(_ code: Int32, sql: String?) -> StorageError {
+        let extended = sqlite3_extended_errcode(handle)
+        let message = String(cString: sqlite3_errmsg(handle))
+        return .sqlite(code: extended != 0 ? extended : code, message: message, sql: sql)
+    }
+}
+
+@available(*, unavailable)
+extension SQLiteConnection: Sendable {}
+
+extension StorageError {
+    /// Whether this error says the database file is damaged or not a database at all.
+    var isDatabaseCorruption: Bool {
+        guard case .sqlite(let code, _, _) = self else { return false }
+        let primary = code & 0xFF
+        return primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB
+    }
+}

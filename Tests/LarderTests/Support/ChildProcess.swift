@@ -1,0 +1,58 @@
+import Foundation
+
+/// Runs the `LarderCrashHelper` executable that SwiftPM builds next to the test bundle.
+enum CrashHelper {
+    static var executableURL: URL {
+        get throws {
+            let testBinary = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+                ?? CommandLine.arguments[0])
+            var directory = testBinary.deletingLastPathComponent()
+            for _ in 0..<4 {
+                let candidate = directory.appendingPathComponent("LarderCrashHelper")
+                if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+                directory = directory.deletingLastPathComponent()
+            }
+            throw CocoaError(.fileNoSuchFile, userInfo: [NSFilePathErrorKey: "LarderCrashHelper next to \(testBinary.path)"])
+        }
+    }
+
+    /// Starts the helper writing `keyCount` keys named `prefix<n>` into `directory`.
+    static func start(
+        directory: URL, log: URL, seed: UInt64, durability: String = "fast", prefix: String = "key",
+        keyCount: Int = 40, iterations: Int? = nil
+    ) throws -> Process {
+        let process = Process()
+        process.executableURL = try executableURL
+        process.arguments = [directory.path, log.path, "\(seed)", durability, prefix, "\(keyCount)"]
+            + (iterations.map { ["\($0)"] } ?? [])
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+
+    /// What the helper's log says about each key: the last completed generation and the one
+    /// that was in flight when it died.
+    struct LogState {
+        var completed: [String: Int] = [:]
+        var inFlight: [String: Int] = [:]
+        var completedWrites = 0
+    }
+
+    static func readLog(_ url: URL) throws -> LogState {
+        var state = LogState()
+        let text = String(decoding: try Data(contentsOf: url), as: UTF8.self)
+        for line in text.split(separator: "\n") {
+            let parts = line.split(separator: " ")
+            guard parts.count == 3, let generation = Int(parts[2]) else { continue } // a torn last line
+            let key = String(parts[1])
+            if parts[0] == "begin" {
+                state.inFlight[key] = generation
+            } else if parts[0] == "done" {
+                state.completed[key] = generation
+                state.inFlight[key] = nil
+                state.completedWrites += 1
+            }
+        }
+        return state
+    }
+}
