@@ -8,45 +8,58 @@
 /// The front of a list is its most recently used slot, the back its least recently used.
 ///
 /// - Complexity: Every operation is O(1) except growing the storage, which is amortized O(1).
+@usableFromInline
 struct LRUList {
     /// The links of one slot. `none` marks the end of a list.
+    @usableFromInline
     struct Link {
-        var previous: Int
-        var next: Int
+        @usableFromInline var previous: Int
+        @usableFromInline var next: Int
+
+        @inlinable
+        init(previous: Int, next: Int) {
+            self.previous = previous
+            self.next = next
+        }
     }
 
     /// The index that marks "no slot".
-    static let none = -1
+    @inlinable static var none: Int { -1 }
 
-    private var links: ContiguousArray<Link> = []
-    private var heads: ContiguousArray<Int>
-    private var tails: ContiguousArray<Int>
+    @usableFromInline var links: ContiguousArray<Link> = []
+    @usableFromInline var heads: ContiguousArray<Int>
+    @usableFromInline var tails: ContiguousArray<Int>
 
     /// Creates `listCount` empty lists.
+    @inlinable
     init(listCount: Int) {
         heads = ContiguousArray(repeating: Self.none, count: listCount)
         tails = ContiguousArray(repeating: Self.none, count: listCount)
     }
 
     /// The most recently used slot of `list`, if any.
+    @inlinable
     func first(in list: Int) -> Int? {
         let head = heads[list]
         return head == Self.none ? nil : head
     }
 
     /// The least recently used slot of `list`, if any.
+    @inlinable
     func last(in list: Int) -> Int? {
         let tail = tails[list]
         return tail == Self.none ? nil : tail
     }
 
     /// The slot after `slot` (towards the least recently used end), if any.
+    @inlinable
     func slot(after slot: Int) -> Int? {
         let next = links[slot].next
         return next == Self.none ? nil : next
     }
 
     /// Inserts `slot`, which must not be in any list, at the front of `list`.
+    @inlinable
     mutating func pushFront(_ slot: Int, in list: Int) {
         if slot >= links.count {
             links.reserveCapacity(slot + 1)
@@ -65,6 +78,7 @@ struct LRUList {
     }
 
     /// Unlinks `slot` from `list`, which must contain it.
+    @inlinable
     mutating func remove(_ slot: Int, from list: Int) {
         let link = links[slot]
         if link.previous != Self.none {
@@ -80,14 +94,31 @@ struct LRUList {
     }
 
     /// Moves `slot`, which `list` contains, to the front of `list`.
-    @inline(__always)
+    ///
+    /// This is the hot path of every cache hit, so it works on the raw buffer: one uniqueness
+    /// check instead of one per link written.
+    @inlinable @inline(__always)
     mutating func moveToFront(_ slot: Int, in list: Int) {
-        guard heads[list] != slot else { return }
-        remove(slot, from: list)
-        pushFront(slot, in: list)
+        let head = heads[list]
+        guard head != slot else { return }
+        let none = Self.none
+        let newTail: Int? = links.withUnsafeMutableBufferPointer { links in
+            // `slot` is not the head, so it has a previous link.
+            let link = links[slot]
+            links[link.previous].next = link.next
+            if link.next != none {
+                links[link.next].previous = link.previous
+            }
+            links[slot] = Link(previous: none, next: head)
+            links[head].previous = slot
+            return link.next == none ? link.previous : nil
+        }
+        if let newTail { tails[list] = newTail }
+        heads[list] = slot
     }
 
     /// Empties every list, keeping the allocated storage.
+    @inlinable
     mutating func removeAll() {
         links.removeAll(keepingCapacity: true)
         for list in heads.indices {
@@ -107,30 +138,33 @@ struct LRUList {
 ///
 /// This LRU policy keeps one recency list over all slots plus one list per size bucket, so both
 /// "least recently used overall" and "least recently used in bucket `b`" are O(1).
+@usableFromInline
 struct LRUPolicy {
-    private var all = LRUList(listCount: 1)
-    private var byBucket: LRUList
+    @usableFromInline var all = LRUList(listCount: 1)
+    @usableFromInline var byBucket: LRUList
 
     /// Creates the bookkeeping for a store with `bucketCount` size buckets (0 for none).
+    @inlinable
     init(bucketCount: Int) {
         byBucket = LRUList(listCount: bucketCount)
     }
 
     /// Records a new entry in `slot`, belonging to `bucket` (or `nil`).
-    @inline(__always)
+    @inlinable @inline(__always)
     mutating func didInsert(_ slot: Int, bucket: Int?) {
         all.pushFront(slot, in: 0)
         if let bucket { byBucket.pushFront(slot, in: bucket) }
     }
 
     /// Records a read of, or a new value in, the entry in `slot`.
-    @inline(__always)
+    @inlinable @inline(__always)
     mutating func didAccess(_ slot: Int, bucket: Int?) {
         all.moveToFront(slot, in: 0)
         if let bucket { byBucket.moveToFront(slot, in: bucket) }
     }
 
     /// Records that the entry in `slot` moved from bucket `old` to bucket `new`, and was used.
+    @inlinable
     mutating func didChangeBucket(_ slot: Int, from old: Int?, to new: Int?) {
         all.moveToFront(slot, in: 0)
         if let old { byBucket.remove(slot, from: old) }
@@ -138,23 +172,26 @@ struct LRUPolicy {
     }
 
     /// Records that the entry in `slot`, of `bucket`, is gone.
-    @inline(__always)
+    @inlinable @inline(__always)
     mutating func didRemove(_ slot: Int, bucket: Int?) {
         all.remove(slot, from: 0)
         if let bucket { byBucket.remove(slot, from: bucket) }
     }
 
     /// The entry to evict when a store-wide limit is exceeded.
+    @inlinable
     func victim() -> Int? {
         all.last(in: 0)
     }
 
     /// The entry to evict when `bucket` holds too many entries.
+    @inlinable
     func victim(inBucket bucket: Int) -> Int? {
         byBucket.last(in: bucket)
     }
 
     /// The slots from most to least recently used (for diagnostics and tests; O(n)).
+    @inlinable
     func slotsByRecency() -> [Int] {
         var result: [Int] = []
         var current = all.first(in: 0)
@@ -166,6 +203,7 @@ struct LRUPolicy {
     }
 
     /// The slots of `bucket` from most to least recently used (for tests; O(n)).
+    @inlinable
     func slotsByRecency(inBucket bucket: Int) -> [Int] {
         var result: [Int] = []
         var current = byBucket.first(in: bucket)
@@ -177,6 +215,7 @@ struct LRUPolicy {
     }
 
     /// Forgets every entry.
+    @inlinable
     mutating func removeAll() {
         all.removeAll()
         byBucket.removeAll()

@@ -34,21 +34,21 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     /// The configuration the store was created with.
     public let configuration: Configuration
 
-    private let lock = NSLock()
+    @usableFromInline let lock = NSLock()
     /// Guarded by `lock`: every read and write of `state` happens between `lock.lock()` and
     /// `lock.unlock()`, and nothing inside those sections calls user code (no cost closure, no
     /// clock, no value deinitializer: removed values are handed out and released after unlocking).
     /// This invariant is what makes the `@unchecked Sendable` conformance below sound.
-    private var state: State
+    @usableFromInline var state: State
 
     /// Either the configuration's `@Sendable` closure or ``conformingMeasure()``, which captures
     /// only a metatype; both are safe to call from any thread.
-    private let measure: ((Value) -> Int)?
-    private let clock: @Sendable () -> Date
-    private let defaultExpiry: Expiry
+    @usableFromInline let measure: ((Value) -> Int)?
+    @usableFromInline let clock: @Sendable () -> Date
+    @usableFromInline let defaultExpiry: Expiry
     /// When every write expires by default, nearly every read needs the time: read it before
     /// locking instead of discovering that under the lock and locking a second time.
-    private let readsClockBeforeLocking: Bool
+    @usableFromInline let readsClockBeforeLocking: Bool
 
     /// Creates a store with the given configuration.
     ///
@@ -90,6 +90,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     /// - Parameter key: The key to look up.
     /// - Returns: The value, or `nil` when there is none or it has expired.
     /// - Complexity: O(1).
+    @inlinable
     public func value(forKey key: Key) -> Value? {
         read(key)?.value
     }
@@ -103,6 +104,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     /// - Parameter key: The key to look up.
     /// - Returns: The entry, or `nil` when there is none or it has expired.
     /// - Complexity: O(1).
+    @inlinable
     public func entry(forKey key: Key) -> Entry? {
         guard let found = read(key) else { return nil }
         return Entry(
@@ -121,6 +123,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     /// - Parameter key: The key to look up.
     /// - Returns: `true` when ``value(forKey:)`` would return a value right now.
     /// - Complexity: O(1).
+    @inlinable
     public func containsValue(forKey key: Key) -> Bool {
         var now: Double? = readsClockBeforeLocking ? currentTime() : nil
         while true {
@@ -144,6 +147,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     /// with the default cost and expiry.
     ///
     /// - Complexity: O(1), plus any evictions the write causes.
+    @inlinable
     public subscript(key: Key) -> Value? {
         get { value(forKey: key) }
         set {
@@ -175,7 +179,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     ///     ``Configuration/defaultExpiry``. `.seconds(_:)` must be finite.
     /// - Returns: `true` when the value was stored, `false` when the write was refused.
     /// - Complexity: O(1) per entry written or evicted.
-    @discardableResult
+    @inlinable @discardableResult
     public func setValue(_ value: Value, forKey key: Key, cost: Int? = nil, expiry: Expiry? = nil) -> Bool {
         let cost = cost ?? measure?(value) ?? 1
         precondition(cost >= 0, "MemoryStore: the cost of an entry must not be negative (got \(cost))")
@@ -209,7 +213,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     /// - Returns: The removed value, or `nil` when there was none. An expired value that was
     ///   still held is removed but not returned.
     /// - Complexity: O(1).
-    @discardableResult
+    @inlinable @discardableResult
     public func removeValue(forKey key: Key) -> Value? {
         let now: Double? = readsClockBeforeLocking ? currentTime() : nil
         lock.lock()
@@ -310,6 +314,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
 
     // MARK: - Internals
 
+    @inlinable
     func read(_ key: Key) -> (value: Value, cost: Int, expiration: Double)? {
         var now: Double? = readsClockBeforeLocking ? currentTime() : nil
         while true {
@@ -332,7 +337,8 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
         }
     }
 
-    private func currentTime() -> Double {
+    @inlinable
+    func currentTime() -> Double {
         clock().timeIntervalSinceReferenceDate
     }
 
@@ -444,10 +450,18 @@ extension MemoryStore {
     /// Values removed under the lock, released by the caller once the lock is free.
     ///
     /// Holds the first value inline so that a write evicting one entry does not allocate.
+    @usableFromInline
     struct Graveyard {
-        private var first: Value?
-        private var rest: [Value] = []
+        @usableFromInline var first: Value?
+        @usableFromInline var rest: [Value]
 
+        @inlinable
+        init() {
+            first = nil
+            rest = []
+        }
+
+        @inlinable
         mutating func bury(_ value: Value) {
             if first == nil {
                 first = value
@@ -458,20 +472,22 @@ extension MemoryStore {
     }
 
     /// Why an entry is evicted, for the statistics.
+    @usableFromInline
     enum EvictionReason {
         case count, cost, bucket, expiry
     }
 
     /// The limits, and the totals to reach when one is exceeded, fixed at creation.
+    @usableFromInline
     struct Limits {
-        let countLimit: Int
-        let countTarget: Int
-        let costLimit: Int
-        let costTarget: Int
-        let entryCostLimit: Int
-        let bucketMaxCosts: [Int]
-        let bucketCountLimits: [Int]
-        let bucketCountTargets: [Int]
+        @usableFromInline let countLimit: Int
+        @usableFromInline let countTarget: Int
+        @usableFromInline let costLimit: Int
+        @usableFromInline let costTarget: Int
+        @usableFromInline let entryCostLimit: Int
+        @usableFromInline let bucketMaxCosts: [Int]
+        @usableFromInline let bucketCountLimits: [Int]
+        @usableFromInline let bucketCountTargets: [Int]
 
         init(_ configuration: Configuration) {
             let ratio = configuration.overflowTrimRatio
@@ -487,7 +503,7 @@ extension MemoryStore {
 
         /// The bucket of an entry of `cost`: `.some(nil)` when there are no buckets, `nil` when
         /// no bucket fits.
-        @inline(__always)
+        @inlinable @inline(__always)
         func bucket(forCost cost: Int) -> Int?? {
             if bucketMaxCosts.isEmpty { return .some(nil) }
             for (index, maxCost) in bucketMaxCosts.enumerated() where cost <= maxCost {
@@ -498,19 +514,27 @@ extension MemoryStore {
     }
 
     /// The limits accounting: totals that every eviction policy shares.
+    @usableFromInline
     struct Usage {
-        var count = 0
-        var cost = 0
-        var bucketCounts: [Int]
+        @usableFromInline var count: Int
+        @usableFromInline var cost: Int
+        @usableFromInline var bucketCounts: [Int]
 
-        @inline(__always)
+        @usableFromInline
+        init(bucketCount: Int) {
+            count = 0
+            cost = 0
+            bucketCounts = Array(repeating: 0, count: bucketCount)
+        }
+
+        @inlinable @inline(__always)
         mutating func add(cost: Int, bucket: Int?) {
             count += 1
             self.cost += cost
             if let bucket { bucketCounts[bucket] += 1 }
         }
 
-        @inline(__always)
+        @inlinable @inline(__always)
         mutating func subtract(cost: Int, bucket: Int?) {
             count -= 1
             self.cost -= cost
@@ -519,15 +543,26 @@ extension MemoryStore {
     }
 
     /// One stored entry.
+    @usableFromInline
     struct Slot {
-        var key: Key
-        var value: Value
-        var cost: Int
+        @usableFromInline var key: Key
+        @usableFromInline var value: Value
+        @usableFromInline var cost: Int
         /// Seconds since the reference date; `.infinity` for an entry that never expires.
-        var expiration: Double
-        var bucket: Int?
+        @usableFromInline var expiration: Double
+        @usableFromInline var bucket: Int?
+
+        @inlinable
+        init(key: Key, value: Value, cost: Int, expiration: Double, bucket: Int?) {
+            self.key = key
+            self.value = value
+            self.cost = cost
+            self.expiration = expiration
+            self.bucket = bucket
+        }
     }
 
+    @usableFromInline
     enum ReadResult {
         case hit(Value, cost: Int, expiration: Double)
         case miss
@@ -535,6 +570,7 @@ extension MemoryStore {
         case needsClock
     }
 
+    @usableFromInline
     enum ContainsResult {
         case present
         case absent
@@ -543,25 +579,26 @@ extension MemoryStore {
     }
 
     /// Everything mutable in a store; only ever touched with the store's lock held.
+    @usableFromInline
     struct State {
-        let limits: Limits
-        var index: [Key: Int] = [:]
-        var slots: ContiguousArray<Slot?> = []
-        var freeSlots: [Int] = []
-        var policy: LRUPolicy
-        var usage: Usage
-        var statistics = Statistics()
+        @usableFromInline let limits: Limits
+        @usableFromInline var index: [Key: Int] = [:]
+        @usableFromInline var slots: ContiguousArray<Slot?> = []
+        @usableFromInline var freeSlots: [Int] = []
+        @usableFromInline var policy: LRUPolicy
+        @usableFromInline var usage: Usage
+        @usableFromInline var statistics = Statistics()
 
         init(limits: Limits) {
             self.limits = limits
             policy = LRUPolicy(bucketCount: limits.bucketMaxCosts.count)
-            usage = Usage(bucketCounts: Array(repeating: 0, count: limits.bucketMaxCosts.count))
+            usage = Usage(bucketCount: limits.bucketMaxCosts.count)
         }
 
         // MARK: Reads
 
         /// Looks `key` up as a read. `now` is `nil` when the caller has not read the clock.
-        @inline(__always)
+        @inlinable @inline(__always)
         mutating func read(_ key: Key, now: Double?) -> ReadResult {
             guard let slot = index[key] else {
                 statistics.misses += 1
@@ -581,6 +618,7 @@ extension MemoryStore {
             return .hit(slots[slot].unsafelyUnwrapped.value, cost: slots[slot].unsafelyUnwrapped.cost, expiration: expiration)
         }
 
+        @inlinable
         mutating func contains(_ key: Key, now: Double?) -> ContainsResult {
             guard let slot = index[key] else { return .absent }
             let expiration = slots[slot].unsafelyUnwrapped.expiration
@@ -598,6 +636,7 @@ extension MemoryStore {
 
         /// Stores an entry, evicting as the limits require. `now` is set whenever
         /// `expiration` is finite.
+        @inlinable
         mutating func insert(
             _ value: Value, forKey key: Key, cost: Int, expiration: Double, now: Double?,
             into graveyard: inout Graveyard
@@ -671,6 +710,7 @@ extension MemoryStore {
         }
 
         /// Removes the entry for `key`, returning it.
+        @inlinable
         mutating func remove(_ key: Key) -> Slot? {
             guard let slot = index[key] else { return nil }
             return removeSlot(slot)
@@ -705,14 +745,14 @@ extension MemoryStore {
             slots = []
             freeSlots = []
             policy.removeAll()
-            usage = Usage(bucketCounts: Array(repeating: 0, count: limits.bucketMaxCosts.count))
+            usage = Usage(bucketCount: limits.bucketMaxCosts.count)
             return old
         }
 
         // MARK: Removal primitives
 
-        @inline(__always)
-        private mutating func evict(_ slot: Int, reason: EvictionReason, into graveyard: inout Graveyard) {
+        @inlinable @inline(__always)
+        mutating func evict(_ slot: Int, reason: EvictionReason, into graveyard: inout Graveyard) {
             switch reason {
             case .count: statistics.countEvictions += 1
             case .cost: statistics.costEvictions += 1
@@ -723,8 +763,8 @@ extension MemoryStore {
         }
 
         /// Unlinks the entry in `slot` from every structure and frees the slot.
-        @inline(__always)
-        private mutating func removeSlot(_ slot: Int) -> Slot {
+        @inlinable @inline(__always)
+        mutating func removeSlot(_ slot: Int) -> Slot {
             let entry = slots[slot].take().unsafelyUnwrapped
             index.removeValue(forKey: entry.key)
             policy.didRemove(slot, bucket: entry.bucket)
