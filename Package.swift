@@ -49,6 +49,7 @@ let package = Package(
         .testTarget(
             name: "LarderImageTests",
             dependencies: ["LarderImage", "Larder"],
+            resources: [.copy("Fixtures")],
             swiftSettings: strictSettings
         ),
     ],
