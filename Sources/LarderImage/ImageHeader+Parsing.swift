@@ -180,7 +180,10 @@ extension ImageHeader {
                 return nil
             }
             if type == fourCC("ANMF") { frames += 1 }
-            guard let next = ByteReader.offset(offset, plus: 8 + Int(size) + Int(size & 1)) else { return nil }
+            // A chunk that runs past the RIFF data leaves the count uncertain.
+            guard let next = ByteReader.offset(offset, plus: 8 + Int(size) + Int(size & 1)),
+                  next <= riffEnd + 1 // the final chunk's pad byte may be missing
+            else { return nil }
             offset = next
         }
         return nil
@@ -242,8 +245,9 @@ extension ImageHeader {
     // MARK: - HEIF and AVIF
 
     /// The `ispe` (image spatial extents) property of the primary item, found through
-    /// `meta/pitm` and `meta/iprp/ipma`; when the associations cannot be read, the largest
-    /// `ispe` in `meta/iprp/ipco` (the full image rather than a thumbnail or a grid tile).
+    /// `meta/pitm` and `meta/iprp/ipma`, cropped by its `clap` and turned by its `irot`; when there is no `ipma` or it does not list the primary
+    /// item, the largest `ispe` in `meta/iprp/ipco` (the full image rather than a thumbnail or
+    /// a grid tile). A truncated `iprp` gives `nil`.
     ///
     /// Related specification: ISO/IEC 23008-12, section 6.5.3; ISO/IEC 14496-12, 8.11.
     static func parseHEIF(_ reader: ByteReader) -> Dimensions? {
@@ -269,7 +273,9 @@ extension ImageHeader {
             }
             if box.type == fourCC("iprp") { iprp = box }
         }
-        guard let iprp else { return nil }
+        // A truncated `iprp` may have lost the associations that would pick another `ispe`:
+        // answer only from a complete one, so a prefix never reports a tile or thumbnail size.
+        guard let iprp, !iprp.isTruncated else { return nil }
         var properties: [ISOBox] = []
         var ipma: ISOBox?
         for box in ISOBoxSequence(reader, from: iprp.payloadStart, to: iprp.end) {
@@ -280,11 +286,24 @@ extension ImageHeader {
         }
         let extents = properties.map { $0.type == fourCC("ispe") ? spatialExtents(reader, $0) : nil }
         var chosen: (width: Int, height: Int)?
+        var isResolved = false // the primary item's properties were found: no fallback
         if let primaryItem, let ipma,
-           let indices = propertyIndices(reader, ipma, item: primaryItem) {
-            chosen = indices.lazy.compactMap { extents.indices.contains($0 - 1) ? extents[$0 - 1] : nil }.first
+           let indices = propertyIndices(reader, ipma, item: primaryItem)?.filter({ properties.indices.contains($0 - 1) }) {
+            isResolved = indices.contains { properties[$0 - 1].type == fourCC("ispe") }
+            chosen = indices.lazy.compactMap { extents[$0 - 1] }.first
+            // Transformative properties apply in order: a clean aperture crops, a rotation by
+            // 90° or 270° swaps the axes. The displayed size is what a decoder hands back.
+            for index in indices where chosen != nil {
+                let property = properties[index - 1]
+                if property.type == fourCC("clap") {
+                    chosen = cleanAperture(reader, property, within: chosen!)
+                } else if property.type == fourCC("irot"), let angle = reader.uint8(at: property.payloadStart),
+                          angle & 0x01 != 0 {
+                    chosen = (chosen!.height, chosen!.width)
+                }
+            }
         }
-        if chosen == nil {
+        if !isResolved {
             chosen = extents.compactMap { $0 }.max { $0.width * $0.height < $1.width * $1.height }
         }
         guard let chosen else { return nil }
@@ -299,6 +318,21 @@ extension ImageHeader {
               width > 0, height > 0, width <= 0x7FFF_FFFF, height <= 0x7FFF_FFFF
         else { return nil }
         return (Int(width), Int(height))
+    }
+
+    /// The size a `clap` (clean aperture) box crops `size` to: its width and height fractions,
+    /// rounded to the nearest pixel. `nil` for a malformed box or a crop outside the image.
+    private static func cleanAperture(_ reader: ByteReader, _ box: ISOBox, within size: (width: Int, height: Int))
+        -> (width: Int, height: Int)? {
+        guard !box.isTruncated, box.end - box.payloadStart >= 32,
+              let widthN = reader.uint32BE(at: box.payloadStart), let widthD = reader.uint32BE(at: box.payloadStart + 4),
+              let heightN = reader.uint32BE(at: box.payloadStart + 8), let heightD = reader.uint32BE(at: box.payloadStart + 12),
+              widthD > 0, heightD > 0
+        else { return nil }
+        let width = (Int(widthN) + Int(widthD) / 2) / Int(widthD)
+        let height = (Int(heightN) + Int(heightD) / 2) / Int(heightD)
+        guard width > 0, height > 0, width <= size.width, height <= size.height else { return nil }
+        return (width, height)
     }
 
     /// The 1-based `ipco` indices that `ipma` associates with `item`.
