@@ -11,7 +11,7 @@ public import Foundation
 /// ```swift
 /// if let header = ImageHeader.parse(data) {
 ///     print(header.format, header.pixelWidth, "x", header.pixelHeight)   // "png 640 x 480"
-///     cache.costLimit -= header.estimatedDecodedCost                    // 640 * 480 * 4
+///     let cost = header.estimatedDecodedCost                            // 640 * 480 * 4
 /// }
 /// ```
 public struct ImageHeader: Sendable, Hashable {

@@ -116,7 +116,7 @@ public final class HTTPImageFetcher: Sendable {
     private func perform(
         _ request: URLRequest,
         progress: (@Sendable (Int64, Int64?) -> Void)?
-    ) async -> Result<Response, ImageFetchError> {
+    ) async -> Result<DownloadedResponse, ImageFetchError> {
         let handle = TaskHandle()
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
@@ -133,7 +133,7 @@ public final class HTTPImageFetcher: Sendable {
         }
     }
 
-    private func validate(_ response: Response) -> Result<FetchedImage, ImageFetchError> {
+    private func validate(_ response: DownloadedResponse) -> Result<FetchedImage, ImageFetchError> {
         let http = response.response
         guard (200...299).contains(http.statusCode) else { return .failure(.badStatus(code: http.statusCode)) }
         let received = Int64(response.data.count)
@@ -197,7 +197,7 @@ public final class HTTPImageFetcher: Sendable {
 // MARK: - URLSession plumbing
 
 /// A completed transfer: the body and the response head.
-struct Response: Sendable {
+struct DownloadedResponse: Sendable {
     var data: Data
     var response: HTTPURLResponse
     var url: URL
@@ -232,7 +232,7 @@ private final class TaskHandle: Sendable {
 /// table of transfers inside a `Mutex`, and no lock is held while calling out.
 private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     private struct Transfer {
-        var continuation: CheckedContinuation<Result<Response, ImageFetchError>, Never>
+        var continuation: CheckedContinuation<Result<DownloadedResponse, ImageFetchError>, Never>
         var progress: (@Sendable (Int64, Int64?) -> Void)?
         var data = Data()
         var response: HTTPURLResponse?
@@ -247,12 +247,12 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecke
     }
 
     func register(_ task: URLSessionDataTask, progress: (@Sendable (Int64, Int64?) -> Void)?,
-                  continuation: CheckedContinuation<Result<Response, ImageFetchError>, Never>) {
+                  continuation: CheckedContinuation<Result<DownloadedResponse, ImageFetchError>, Never>) {
         transfers.withLock { $0[task.taskIdentifier] = Transfer(continuation: continuation, progress: progress) }
     }
 
     /// Resumes the waiter of a task that was never started.
-    func abandon(_ task: URLSessionDataTask, with result: Result<Response, ImageFetchError>) {
+    func abandon(_ task: URLSessionDataTask, with result: Result<DownloadedResponse, ImageFetchError>) {
         transfers.withLock { $0.removeValue(forKey: task.taskIdentifier) }?.continuation.resume(returning: result)
     }
 
@@ -287,7 +287,7 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecke
         transfer.continuation.resume(returning: Self.outcome(of: transfer, task: task, error: error))
     }
 
-    private static func outcome(of transfer: Transfer, task: URLSessionTask, error: (any Error)?) -> Result<Response, ImageFetchError> {
+    private static func outcome(of transfer: Transfer, task: URLSessionTask, error: (any Error)?) -> Result<DownloadedResponse, ImageFetchError> {
         if let rejection = transfer.rejection { return .failure(rejection) }
         let received = Int64(transfer.data.count)
         if let error {
@@ -309,7 +309,7 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecke
             return .failure(.transport("the response is not HTTP"))
         }
         let url = task.originalRequest?.url ?? response.url ?? URL(fileURLWithPath: "/")
-        return .success(Response(data: transfer.data, response: response, url: url))
+        return .success(DownloadedResponse(data: transfer.data, response: response, url: url))
     }
 
     /// The most specific message in an `NSError` (FoundationNetworking often leaves the
