@@ -62,6 +62,7 @@ let package = Package(
         .testTarget(
             name: "LarderImageTests",
             dependencies: ["LarderImage", "Larder"],
+            resources: [.copy("Fixtures")],
             swiftSettings: strictSettings
         ),
     ],

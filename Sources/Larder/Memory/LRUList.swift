@@ -1,0 +1,223 @@
+/// A set of intrusive doubly-linked lists over integer slot indices, stored in one array.
+///
+/// Every slot belongs to at most one of the `listCount` lists. The links live in a contiguous
+/// array indexed by slot, so moving a slot to the front is four array writes and never
+/// allocates (array-index nodes are markedly faster than class nodes on Linux, where each class
+/// node costs an allocation plus reference counting on every link update).
+///
+/// The front of a list is its most recently used slot, the back its least recently used.
+///
+/// - Complexity: Every operation is O(1) except growing the storage, which is amortized O(1).
+@usableFromInline
+struct LRUList {
+    /// The links of one slot. `none` marks the end of a list.
+    @usableFromInline
+    struct Link {
+        @usableFromInline var previous: Int
+        @usableFromInline var next: Int
+
+        @inlinable
+        init(previous: Int, next: Int) {
+            self.previous = previous
+            self.next = next
+        }
+    }
+
+    /// The index that marks "no slot".
+    @inlinable static var none: Int { -1 }
+
+    @usableFromInline var links: ContiguousArray<Link> = []
+    @usableFromInline var heads: ContiguousArray<Int>
+    @usableFromInline var tails: ContiguousArray<Int>
+
+    /// Creates `listCount` empty lists.
+    @inlinable
+    init(listCount: Int) {
+        heads = ContiguousArray(repeating: Self.none, count: listCount)
+        tails = ContiguousArray(repeating: Self.none, count: listCount)
+    }
+
+    /// The most recently used slot of `list`, if any.
+    @inlinable
+    func first(in list: Int) -> Int? {
+        let head = heads[list]
+        return head == Self.none ? nil : head
+    }
+
+    /// The least recently used slot of `list`, if any.
+    @inlinable
+    func last(in list: Int) -> Int? {
+        let tail = tails[list]
+        return tail == Self.none ? nil : tail
+    }
+
+    /// The slot after `slot` (towards the least recently used end), if any.
+    @inlinable
+    func slot(after slot: Int) -> Int? {
+        let next = links[slot].next
+        return next == Self.none ? nil : next
+    }
+
+    /// Inserts `slot`, which must not be in any list, at the front of `list`.
+    @inlinable
+    mutating func pushFront(_ slot: Int, in list: Int) {
+        if slot >= links.count {
+            links.reserveCapacity(slot + 1)
+            while links.count <= slot {
+                links.append(Link(previous: Self.none, next: Self.none))
+            }
+        }
+        let head = heads[list]
+        links[slot] = Link(previous: Self.none, next: head)
+        if head != Self.none {
+            links[head].previous = slot
+        } else {
+            tails[list] = slot
+        }
+        heads[list] = slot
+    }
+
+    /// Unlinks `slot` from `list`, which must contain it.
+    @inlinable
+    mutating func remove(_ slot: Int, from list: Int) {
+        let link = links[slot]
+        if link.previous != Self.none {
+            links[link.previous].next = link.next
+        } else {
+            heads[list] = link.next
+        }
+        if link.next != Self.none {
+            links[link.next].previous = link.previous
+        } else {
+            tails[list] = link.previous
+        }
+    }
+
+    /// Moves `slot`, which `list` contains, to the front of `list`.
+    ///
+    /// This is the hot path of every cache hit, so it works on the raw buffer: one uniqueness
+    /// check instead of one per link written.
+    @inlinable @inline(__always)
+    mutating func moveToFront(_ slot: Int, in list: Int) {
+        let head = heads[list]
+        guard head != slot else { return }
+        let none = Self.none
+        let newTail: Int? = links.withUnsafeMutableBufferPointer { links in
+            // `slot` is not the head, so it has a previous link.
+            let link = links[slot]
+            links[link.previous].next = link.next
+            if link.next != none {
+                links[link.next].previous = link.previous
+            }
+            links[slot] = Link(previous: none, next: head)
+            links[head].previous = slot
+            return link.next == none ? link.previous : nil
+        }
+        if let newTail { tails[list] = newTail }
+        heads[list] = slot
+    }
+
+    /// Empties every list, keeping the allocated storage.
+    @inlinable
+    mutating func removeAll() {
+        links.removeAll(keepingCapacity: true)
+        for list in heads.indices {
+            heads[list] = Self.none
+            tails[list] = Self.none
+        }
+    }
+}
+
+/// The bookkeeping of the least-recently-used eviction policy.
+///
+/// The store splits eviction into two parts so that a second policy (S3-FIFO, issue #9) can
+/// reuse the first: the *limits accounting* (``MemoryStore``'s totals and per-bucket counts)
+/// decides **whether** and **in which scope** (the whole store or one size bucket) an entry must
+/// go, and the *policy* answers **which** entry that is. A policy only sees slot indices and
+/// bucket indices; it never sees keys, values or costs.
+///
+/// This LRU policy keeps one recency list over all slots plus one list per size bucket, so both
+/// "least recently used overall" and "least recently used in bucket `b`" are O(1).
+@usableFromInline
+struct LRUPolicy {
+    @usableFromInline var all = LRUList(listCount: 1)
+    @usableFromInline var byBucket: LRUList
+
+    /// Creates the bookkeeping for a store with `bucketCount` size buckets (0 for none).
+    @inlinable
+    init(bucketCount: Int) {
+        byBucket = LRUList(listCount: bucketCount)
+    }
+
+    /// Records a new entry in `slot`, belonging to `bucket` (or `nil`).
+    @inlinable @inline(__always)
+    mutating func didInsert(_ slot: Int, bucket: Int?) {
+        all.pushFront(slot, in: 0)
+        if let bucket { byBucket.pushFront(slot, in: bucket) }
+    }
+
+    /// Records a read of, or a new value in, the entry in `slot`.
+    @inlinable @inline(__always)
+    mutating func didAccess(_ slot: Int, bucket: Int?) {
+        all.moveToFront(slot, in: 0)
+        if let bucket { byBucket.moveToFront(slot, in: bucket) }
+    }
+
+    /// Records that the entry in `slot` moved from bucket `old` to bucket `new`, and was used.
+    @inlinable
+    mutating func didChangeBucket(_ slot: Int, from old: Int?, to new: Int?) {
+        all.moveToFront(slot, in: 0)
+        if let old { byBucket.remove(slot, from: old) }
+        if let new { byBucket.pushFront(slot, in: new) }
+    }
+
+    /// Records that the entry in `slot`, of `bucket`, is gone.
+    @inlinable @inline(__always)
+    mutating func didRemove(_ slot: Int, bucket: Int?) {
+        all.remove(slot, from: 0)
+        if let bucket { byBucket.remove(slot, from: bucket) }
+    }
+
+    /// The entry to evict when a store-wide limit is exceeded.
+    @inlinable
+    func victim() -> Int? {
+        all.last(in: 0)
+    }
+
+    /// The entry to evict when `bucket` holds too many entries.
+    @inlinable
+    func victim(inBucket bucket: Int) -> Int? {
+        byBucket.last(in: bucket)
+    }
+
+    /// The slots from most to least recently used (for diagnostics and tests; O(n)).
+    @inlinable
+    func slotsByRecency() -> [Int] {
+        var result: [Int] = []
+        var current = all.first(in: 0)
+        while let slot = current {
+            result.append(slot)
+            current = all.slot(after: slot)
+        }
+        return result
+    }
+
+    /// The slots of `bucket` from most to least recently used (for tests; O(n)).
+    @inlinable
+    func slotsByRecency(inBucket bucket: Int) -> [Int] {
+        var result: [Int] = []
+        var current = byBucket.first(in: bucket)
+        while let slot = current {
+            result.append(slot)
+            current = byBucket.slot(after: slot)
+        }
+        return result
+    }
+
+    /// Forgets every entry.
+    @inlinable
+    mutating func removeAll() {
+        all.removeAll()
+        byBucket.removeAll()
+    }
+}

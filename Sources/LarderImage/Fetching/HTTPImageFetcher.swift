@@ -1,0 +1,325 @@
+public import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Synchronization
+
+/// Downloads image bytes over HTTP(S) with timeouts, retries, validation and bounded concurrency.
+///
+/// Each ``fetch(_:progress:)``:
+///
+/// 1. fails fast with ``ImageFetchError/recentlyFailed`` if the URL failed less than
+///    ``Configuration/failureMemoryDuration`` ago;
+/// 2. waits for one of ``Configuration/maximumConcurrentDownloads`` permits (an async
+///    semaphore: no thread blocks);
+/// 3. downloads through `URLSession` (FoundationNetworking on Linux), reporting progress;
+/// 4. checks the status (2xx), the length (a body shorter than `Content-Length` is
+///    ``ImageFetchError/truncated(expected:received:)``, a longer one invalid), the
+///    `Content-Type` when present (`image/*` or `application/octet-stream`) and the bytes
+///    (``ImageFormat/detect(_:)`` must recognise them);
+/// 5. retries transport errors, timeouts, truncation, 5xx and 429 after
+///    ``Configuration/retryDelay`` (doubling), up to ``Configuration/maximumAttempts``.
+///
+/// Cancelling the calling task cancels the request in flight and throws
+/// ``ImageFetchError/cancelled``; a cancelled fetch is not remembered as a failure.
+///
+/// ```swift
+/// let fetcher = HTTPImageFetcher()
+/// let image = try await fetcher.fetch(url) { received, expected in
+///     print("\(received) of \(expected.map(String.init) ?? "?") bytes")
+/// }
+/// print(image.format, image.entityTag ?? "")
+/// ```
+///
+/// - Important: The fetcher owns a `URLSession`; it is invalidated when the fetcher is released.
+public final class HTTPImageFetcher: Sendable {
+    /// The configuration the fetcher was created with.
+    public let configuration: Configuration
+
+    private let session: URLSession
+    private let delegate: SessionDelegate
+    private let semaphore: AsyncSemaphore
+    private let failures: Mutex<[String: Date]>
+
+    /// The most URLs the failure memory holds; the oldest is forgotten first.
+    static let failureMemoryCapacity = 1024
+
+    /// Creates a fetcher.
+    public init(configuration: Configuration = .init()) {
+        configuration.validate()
+        self.configuration = configuration
+        let sessionConfiguration = URLSessionConfiguration.ephemeral
+        sessionConfiguration.timeoutIntervalForRequest = configuration.timeout.wholeSecondsTimeInterval
+        sessionConfiguration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        sessionConfiguration.urlCache = nil
+        self.delegate = SessionDelegate(maximumBodySize: configuration.maximumBodySize)
+        self.session = URLSession(configuration: sessionConfiguration, delegate: delegate, delegateQueue: nil)
+        self.semaphore = AsyncSemaphore(permits: configuration.maximumConcurrentDownloads)
+        self.failures = Mutex([:])
+    }
+
+    /// Creates a fetcher, changing the default configuration in `configure` (Nuke style).
+    public convenience init(_ configure: (inout Configuration) -> Void) {
+        var configuration = Configuration()
+        configure(&configuration)
+        self.init(configuration: configuration)
+    }
+
+    deinit {
+        session.invalidateAndCancel()
+    }
+
+    /// Downloads and validates the image at `url`.
+    ///
+    /// - Parameters:
+    ///   - url: The image's address.
+    ///   - progress: Called as bytes arrive, with the bytes received so far in this attempt and
+    ///     the expected total (`Content-Length`) when known. Called on a URLSession queue.
+    /// - Returns: The bytes, their format and the response's validators.
+    /// - Throws: ``ImageFetchError``, and nothing else.
+    public func fetch(
+        _ url: URL,
+        progress: (@Sendable (_ received: Int64, _ expected: Int64?) -> Void)? = nil
+    ) async throws -> FetchedImage {
+        let key = url.absoluteString
+        if isRecentlyFailed(key) { throw ImageFetchError.recentlyFailed }
+        var request = URLRequest(url: url)
+        request.timeoutInterval = configuration.timeout.wholeSecondsTimeInterval
+        request.setValue("image/*, application/octet-stream;q=0.8", forHTTPHeaderField: "Accept")
+        for (field, value) in configuration.additionalHeaders { request.setValue(value, forHTTPHeaderField: field) }
+
+        var delay = configuration.retryDelay
+        var lastError = ImageFetchError.transport("no attempt was made")
+        attempts: for attempt in 1...configuration.maximumAttempts {
+            if attempt > 1 {
+                do { try await Task.sleep(for: delay) } catch { throw ImageFetchError.cancelled }
+                delay *= 2
+            }
+            do { try await semaphore.acquire() } catch { throw ImageFetchError.cancelled }
+            let outcome = await perform(request, progress: progress)
+            await semaphore.release()
+            switch outcome.flatMap(validate) {
+            case let .success(image):
+                return image
+            case let .failure(error):
+                if error == .cancelled || Task.isCancelled { throw ImageFetchError.cancelled }
+                lastError = error
+                if !error.isRetryable { break attempts }
+            }
+        }
+        rememberFailure(key)
+        throw lastError
+    }
+
+    // MARK: - One attempt
+
+    private func perform(
+        _ request: URLRequest,
+        progress: (@Sendable (Int64, Int64?) -> Void)?
+    ) async -> Result<DownloadedResponse, ImageFetchError> {
+        let handle = TaskHandle()
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let task = session.dataTask(with: request)
+                delegate.register(task, progress: progress, continuation: continuation)
+                if handle.attach(task) {
+                    task.resume()
+                } else {
+                    delegate.abandon(task, with: .failure(.cancelled))
+                }
+            }
+        } onCancel: {
+            handle.cancel()
+        }
+    }
+
+    private func validate(_ response: DownloadedResponse) -> Result<FetchedImage, ImageFetchError> {
+        let http = response.response
+        guard (200...299).contains(http.statusCode) else { return .failure(.badStatus(code: http.statusCode)) }
+        let received = Int64(response.data.count)
+        let encoding = http.value(forHTTPHeaderField: "Content-Encoding")?.lowercased()
+        if http.expectedContentLength >= 0, encoding == nil || encoding == "identity" {
+            if received < http.expectedContentLength {
+                return .failure(.truncated(expected: http.expectedContentLength, received: received))
+            }
+            if received > http.expectedContentLength {
+                return .failure(.invalidContent(reason: "body of \(received) bytes is longer than Content-Length \(http.expectedContentLength)"))
+            }
+        }
+        let contentType = http.value(forHTTPHeaderField: "Content-Type")
+        if let contentType {
+            let mime = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+            guard mime.hasPrefix("image/") || mime == "application/octet-stream" else {
+                return .failure(.invalidContent(reason: "Content-Type \(contentType) is not an image"))
+            }
+        }
+        guard !response.data.isEmpty else { return .failure(.invalidContent(reason: "the body is empty")) }
+        guard let format = ImageFormat.detect(response.data) else {
+            return .failure(.invalidContent(reason: "the bytes match no known image format"))
+        }
+        return .success(FetchedImage(
+            data: response.data, format: format, url: http.url ?? response.url, statusCode: http.statusCode,
+            entityTag: http.value(forHTTPHeaderField: "ETag"),
+            lastModified: http.value(forHTTPHeaderField: "Last-Modified"), contentType: contentType
+        ))
+    }
+
+    // MARK: - Failure memory
+
+    private func isRecentlyFailed(_ key: String) -> Bool {
+        guard configuration.failureMemoryDuration > .zero else { return false }
+        let now = configuration.now()
+        return failures.withLock { failures in
+            guard let expiry = failures[key] else { return false }
+            if expiry > now { return true }
+            failures[key] = nil
+            return false
+        }
+    }
+
+    private func rememberFailure(_ key: String) {
+        guard configuration.failureMemoryDuration > .zero else { return }
+        let now = configuration.now()
+        let expiry = now.addingTimeInterval(configuration.failureMemoryDuration.timeInterval)
+        failures.withLock { failures in
+            if failures.count >= Self.failureMemoryCapacity {
+                failures = failures.filter { $0.value > now }
+                while failures.count >= Self.failureMemoryCapacity,
+                      let oldest = failures.min(by: { $0.value < $1.value }) {
+                    failures[oldest.key] = nil
+                }
+            }
+            failures[key] = expiry
+        }
+    }
+}
+
+// MARK: - URLSession plumbing
+
+/// A completed transfer: the body and the response head.
+struct DownloadedResponse: Sendable {
+    var data: Data
+    var response: HTTPURLResponse
+    var url: URL
+}
+
+/// Links a task to the Swift task that awaits it, so cancellation that races task creation
+/// still cancels the request.
+private final class TaskHandle: Sendable {
+    private let state = Mutex<(task: URLSessionDataTask?, isCancelled: Bool)>((nil, false))
+
+    /// Stores `task`; returns `false` when cancellation already happened.
+    func attach(_ task: URLSessionDataTask) -> Bool {
+        state.withLock { state in
+            if state.isCancelled { return false }
+            state.task = task
+            return true
+        }
+    }
+
+    func cancel() {
+        let task = state.withLock { state in
+            state.isCancelled = true
+            return state.task
+        }
+        task?.cancel()
+    }
+}
+
+/// The session delegate: collects each task's bytes, reports progress and resumes its waiter.
+///
+/// `@unchecked Sendable` because it inherits from `NSObject`; its only mutable state is the
+/// table of transfers inside a `Mutex`, and no lock is held while calling out.
+private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    private struct Transfer {
+        var continuation: CheckedContinuation<Result<DownloadedResponse, ImageFetchError>, Never>
+        var progress: (@Sendable (Int64, Int64?) -> Void)?
+        var data = Data()
+        var response: HTTPURLResponse?
+        var rejection: ImageFetchError?
+    }
+
+    private let transfers = Mutex<[Int: Transfer]>([:])
+    private let maximumBodySize: Int64
+
+    init(maximumBodySize: Int64) {
+        self.maximumBodySize = maximumBodySize
+    }
+
+    func register(_ task: URLSessionDataTask, progress: (@Sendable (Int64, Int64?) -> Void)?,
+                  continuation: CheckedContinuation<Result<DownloadedResponse, ImageFetchError>, Never>) {
+        transfers.withLock { $0[task.taskIdentifier] = Transfer(continuation: continuation, progress: progress) }
+    }
+
+    /// Resumes the waiter of a task that was never started.
+    func abandon(_ task: URLSessionDataTask, with result: Result<DownloadedResponse, ImageFetchError>) {
+        transfers.withLock { $0.removeValue(forKey: task.taskIdentifier) }?.continuation.resume(returning: result)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+                    completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
+        transfers.withLock { $0[dataTask.taskIdentifier]?.response = response as? HTTPURLResponse }
+        completionHandler(.allow)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        let report = transfers.withLock { transfers -> (progress: (@Sendable (Int64, Int64?) -> Void)?, received: Int64, expected: Int64?)? in
+            guard var transfer = transfers[dataTask.taskIdentifier] else { return nil }
+            transfer.data.append(data)
+            let received = Int64(transfer.data.count)
+            if received > maximumBodySize {
+                transfer.rejection = .invalidContent(reason: "the body exceeds \(maximumBodySize) bytes")
+            }
+            transfers[dataTask.taskIdentifier] = transfer
+            let expected = transfer.response.map(\.expectedContentLength).flatMap { $0 >= 0 ? $0 : nil }
+            return (transfer.progress, received, expected)
+        }
+        guard let report else { return }
+        if report.received > maximumBodySize {
+            dataTask.cancel()
+            return
+        }
+        report.progress?(report.received, report.expected)
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        guard let transfer = transfers.withLock({ $0.removeValue(forKey: task.taskIdentifier) }) else { return }
+        transfer.continuation.resume(returning: Self.outcome(of: transfer, task: task, error: error))
+    }
+
+    private static func outcome(of transfer: Transfer, task: URLSessionTask, error: (any Error)?) -> Result<DownloadedResponse, ImageFetchError> {
+        if let rejection = transfer.rejection { return .failure(rejection) }
+        let received = Int64(transfer.data.count)
+        if let error {
+            let nsError = error as NSError
+            if nsError.domain == NSURLErrorDomain {
+                switch nsError.code {
+                case NSURLErrorCancelled: return .failure(.cancelled)
+                case NSURLErrorTimedOut: return .failure(.timedOut)
+                default: break
+                }
+            }
+            // A body cut short surfaces as a transport error; the response head tells how short.
+            if let expected = transfer.response?.expectedContentLength, expected >= 0, received < expected {
+                return .failure(.truncated(expected: expected, received: received))
+            }
+            return .failure(.transport(describe(nsError)))
+        }
+        guard let response = transfer.response ?? task.response as? HTTPURLResponse else {
+            return .failure(.transport("the response is not HTTP"))
+        }
+        let url = task.originalRequest?.url ?? response.url ?? URL(fileURLWithPath: "/")
+        return .success(DownloadedResponse(data: transfer.data, response: response, url: url))
+    }
+
+    /// The most specific message in an `NSError` (FoundationNetworking often leaves the
+    /// description of the outer error empty and puts the message in the underlying one).
+    private static func describe(_ error: NSError) -> String {
+        if let message = error.userInfo[NSLocalizedDescriptionKey] as? String { return message }
+        if let underlying = error.userInfo[NSUnderlyingErrorKey] as? NSError,
+           let message = underlying.userInfo[NSLocalizedDescriptionKey] as? String {
+            return message
+        }
+        return "\(error.domain) \(error.code)"
+    }
+}

@@ -1,0 +1,49 @@
+/// Every error ``HTTPImageFetcher`` throws.
+///
+/// ```swift
+/// do {
+///     let image = try await fetcher.fetch(url)
+/// } catch ImageFetchError.badStatus(let code) where code == 404 {
+///     showPlaceholder()
+/// }
+/// ```
+public enum ImageFetchError: Error, Equatable, CustomStringConvertible {
+    /// The server answered with a status code outside 200–299.
+    case badStatus(code: Int)
+    /// The response is not an image: a non-image `Content-Type`, an empty body, bytes that no
+    /// known ``ImageFormat`` signature matches, or a body longer than `Content-Length`.
+    case invalidContent(reason: String)
+    /// The body ended before the `Content-Length` the server announced.
+    case truncated(expected: Int64, received: Int64)
+    /// The request took longer than the configured timeout.
+    case timedOut
+    /// The URL failed recently and the fetcher refused to try again before the failure expired.
+    case recentlyFailed
+    /// The calling task was cancelled.
+    case cancelled
+    /// The transport failed (connection refused, DNS, TLS, …); the message says how.
+    case transport(String)
+
+    public var description: String {
+        switch self {
+        case let .badStatus(code): return "The server answered with HTTP status \(code)"
+        case let .invalidContent(reason): return "The response is not a usable image: \(reason)"
+        case let .truncated(expected, received):
+            return "The body ended after \(received) of \(expected) bytes"
+        case .timedOut: return "The request timed out"
+        case .recentlyFailed: return "The URL failed recently; not retrying yet"
+        case .cancelled: return "The request was cancelled"
+        case let .transport(message): return "Transport error: \(message)"
+        }
+    }
+
+    /// Whether another attempt may succeed: transport failures, timeouts, truncated bodies,
+    /// 5xx and 429. Never 4xx, content errors or cancellation.
+    var isRetryable: Bool {
+        switch self {
+        case let .badStatus(code): return code == 429 || (500...599).contains(code)
+        case .transport, .timedOut, .truncated: return true
+        case .invalidContent, .recentlyFailed, .cancelled: return false
+        }
+    }
+}

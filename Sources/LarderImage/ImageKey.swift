@@ -1,0 +1,231 @@
+public import Foundation
+
+/// The identity of a cached image: its source, plus the target size and processors of a variant.
+///
+/// Two keys that name the same image have the same ``canonicalString``, which is what the
+/// cache stores. Canonicalisation of a URL source:
+///
+/// - the scheme and host are lower-cased, and a default port (`:80` for `http`, `:443` for
+///   `https`) is dropped; an empty path on an `http(s)` URL becomes `/`;
+/// - the fragment is dropped: it is never sent to the server, so it cannot change the image;
+/// - query items the ``KeyFilter`` names (volatile ones such as `token` or `signature`) are
+///   removed, and the rest are sorted by name. The sort is stable, so repeated names keep
+///   their relative order; percent-encoding is kept byte for byte;
+/// - a source that is not an absolute URL is kept as it is, with `%` and `#` percent-encoded.
+///
+/// A variant appends `#size=<W>x<H>` and then `#p=<id>,<id>…` to the source part. A canonical
+/// source never contains a raw `#`, so every variant of a source starts with
+/// ``variantPrefix``, which is what a key-prefix scan looks for, and the original's
+/// canonical string is the source part alone.
+///
+/// ```swift
+/// let filter = ImageKey.KeyFilter.removingQueryItems(named: ["token", "signature"])
+/// let key = ImageKey(URL(string: "HTTPS://CDN.Example.com/a.png?w=2&token=x&h=1")!, filter: filter,
+///                    targetSize: .init(width: 100, height: 80), processors: ["blur(3)"])
+/// key.canonicalString          // "https://cdn.example.com/a.png?h=1&w=2#size=100x80#p=blur(3)"
+/// key.original.canonicalString // "https://cdn.example.com/a.png?h=1&w=2"
+/// key.isVariant(of: key.original) // true
+/// ```
+public struct ImageKey: Sendable, Hashable, CustomStringConvertible {
+    /// A target size in whole pixels, so two requests never differ by floating-point noise.
+    ///
+    /// ```swift
+    /// let thumbnail = ImageKey.PixelSize(width: 120, height: 90)
+    /// ```
+    public struct PixelSize: Sendable, Hashable, CustomStringConvertible {
+        /// The width in pixels, at least 1.
+        public let width: Int
+        /// The height in pixels, at least 1.
+        public let height: Int
+
+        /// Creates a pixel size.
+        ///
+        /// - Precondition: `width` and `height` are positive.
+        public init(width: Int, height: Int) {
+            precondition(width > 0 && height > 0, "a target pixel size is positive")
+            self.width = width
+            self.height = height
+        }
+
+        /// `"<width>x<height>"`, as it appears in a canonical string.
+        public var description: String { "\(width)x\(height)" }
+    }
+
+    /// Decides which query items of a URL source are volatile and left out of the key.
+    ///
+    /// ```swift
+    /// let byName = ImageKey.KeyFilter.removingQueryItems(named: ["token", "expires"])
+    /// let byRule = ImageKey.KeyFilter { $0.name.hasPrefix("X-Amz-") }
+    /// ```
+    public struct KeyFilter: Sendable {
+        /// Returns `true` for a query item to remove.
+        public let shouldRemove: @Sendable (URLQueryItem) -> Bool
+
+        /// Creates a filter that removes the query items for which `shouldRemove` returns `true`.
+        public init(removingQueryItemsWhere shouldRemove: @escaping @Sendable (URLQueryItem) -> Bool) {
+            self.shouldRemove = shouldRemove
+        }
+
+        /// A filter that removes query items whose name is in `names` (compared exactly).
+        public static func removingQueryItems(named names: Set<String>) -> KeyFilter {
+            KeyFilter { names.contains($0.name) }
+        }
+    }
+
+    /// The canonical form of the source: the part of ``canonicalString`` before any variant.
+    public let source: String
+
+    /// The target pixel size of a resized variant, or `nil` for the original size.
+    public let targetSize: PixelSize?
+
+    /// Identifiers of the processors applied to the image, in the order they run.
+    public let processors: [String]
+
+    /// Creates a key for an image at a URL.
+    ///
+    /// - Parameters:
+    ///   - url: The image's address.
+    ///   - filter: Removes volatile query items before the key is formed; `nil` keeps them all.
+    ///   - targetSize: The pixel size of a resized variant; `nil` for the original.
+    ///   - processors: Processor identifiers, in the order they run; empty for none.
+    public init(_ url: URL, filter: KeyFilter? = nil, targetSize: PixelSize? = nil, processors: [String] = []) {
+        self.init(url.absoluteString, filter: filter, targetSize: targetSize, processors: processors)
+    }
+
+    /// Creates a key for an image named by a string: an absolute URL, or any other identifier.
+    ///
+    /// A string that parses as an absolute URL (it has a scheme) is canonicalised as a URL;
+    /// anything else is used as it is.
+    ///
+    /// - Parameters:
+    ///   - source: A URL string or an opaque identifier such as `"avatar/42"`.
+    ///   - filter: Removes volatile query items of a URL source; `nil` keeps them all.
+    ///   - targetSize: The pixel size of a resized variant; `nil` for the original.
+    ///   - processors: Processor identifiers, in the order they run; empty for none.
+    ///
+    /// - Precondition: No processor identifier is empty.
+    public init(_ source: String, filter: KeyFilter? = nil, targetSize: PixelSize? = nil, processors: [String] = []) {
+        precondition(!processors.contains(""), "a processor identifier is not empty")
+        self.source = Self.canonicalSource(source, filter: filter)
+        self.targetSize = targetSize
+        self.processors = processors
+    }
+
+    /// Recreates a key from a ``canonicalString`` read back from the cache.
+    ///
+    /// - Returns: The key, or `nil` when the string has a malformed variant part.
+    public init?(canonicalString: String) {
+        var parts = canonicalString.split(separator: "#", omittingEmptySubsequences: false)
+        guard let source = parts.first, !source.isEmpty else { return nil }
+        parts.removeFirst()
+        var targetSize: PixelSize?
+        var processors: [String] = []
+        for (index, part) in parts.enumerated() {
+            if part.hasPrefix("size="), index == 0 {
+                let numbers = part.dropFirst(5).split(separator: "x", omittingEmptySubsequences: false)
+                guard numbers.count == 2, let width = Int(numbers[0]), let height = Int(numbers[1]),
+                      width > 0, height > 0, "\(width)x\(height)" == part.dropFirst(5)
+                else { return nil }
+                targetSize = PixelSize(width: width, height: height)
+            } else if part.hasPrefix("p="), index == parts.count - 1 {
+                let identifiers = part.dropFirst(2).split(separator: ",", omittingEmptySubsequences: false)
+                for identifier in identifiers {
+                    guard let decoded = String(identifier).removingPercentEncoding, !decoded.isEmpty else { return nil }
+                    processors.append(decoded)
+                }
+            } else {
+                return nil
+            }
+        }
+        self.source = String(source)
+        self.targetSize = targetSize
+        self.processors = processors
+    }
+
+    /// The stable string that identifies the image in the cache.
+    ///
+    /// Equal keys have equal canonical strings, and keys that name the same image (see the type
+    /// discussion) are equal. The format is `<source>[#size=<W>x<H>][#p=<id>,<id>…]`, with `%`,
+    /// `,` and `#` percent-encoded inside processor identifiers.
+    public var canonicalString: String {
+        var result = source
+        if let targetSize { result += "#size=\(targetSize)" }
+        if !processors.isEmpty {
+            result += "#p=" + processors.map(Self.escapeProcessor).joined(separator: ",")
+        }
+        return result
+    }
+
+    /// The key of the source's original: no target size, no processors.
+    public var original: ImageKey {
+        ImageKey(canonicalSource: source)
+    }
+
+    /// Whether this key names the original image rather than a variant.
+    public var isOriginal: Bool { targetSize == nil && processors.isEmpty }
+
+    /// The prefix that the canonical string of every variant of this key's source starts with:
+    /// the canonical source followed by `#`.
+    public var variantPrefix: String { source + "#" }
+
+    /// Whether this key is a variant (a resized or processed version) of `other`'s source.
+    ///
+    /// A key is not a variant of itself when it is an original.
+    public func isVariant(of other: ImageKey) -> Bool {
+        source == other.source && !isOriginal
+    }
+
+    /// The canonical string, for logs.
+    public var description: String { canonicalString }
+
+    // MARK: - Canonicalisation
+
+    private init(canonicalSource: String) {
+        self.source = canonicalSource
+        self.targetSize = nil
+        self.processors = []
+    }
+
+    private static let defaultPorts = ["http": 80, "https": 443, "ws": 80, "wss": 443]
+
+    static func canonicalSource(_ source: String, filter: KeyFilter?) -> String {
+        guard var components = URLComponents(string: source), let scheme = components.scheme, !scheme.isEmpty else {
+            return escapeOpaque(source)
+        }
+        let lowerScheme = scheme.lowercased()
+        components.scheme = lowerScheme
+        if let host = components.percentEncodedHost { components.percentEncodedHost = host.lowercased() }
+        if let port = components.port, defaultPorts[lowerScheme] == port { components.port = nil }
+        if components.percentEncodedPath.isEmpty, components.host != nil, lowerScheme.hasPrefix("http") {
+            components.percentEncodedPath = "/"
+        }
+        components.fragment = nil
+        if let items = components.percentEncodedQueryItems {
+            let kept = items.filter { item in
+                guard let filter else { return true }
+                let decoded = URLQueryItem(name: item.name.removingPercentEncoding ?? item.name,
+                                           value: item.value.map { $0.removingPercentEncoding ?? $0 })
+                return !filter.shouldRemove(decoded)
+            }
+            // Stable sort by name (enumerated offsets break ties), keeping encodings as they were.
+            let sorted = kept.enumerated().sorted { lhs, rhs in
+                lhs.element.name != rhs.element.name ? lhs.element.name < rhs.element.name : lhs.offset < rhs.offset
+            }.map(\.element)
+            components.percentEncodedQueryItems = sorted.isEmpty ? nil : sorted
+        }
+        guard let canonical = components.string else { return escapeOpaque(source) }
+        return canonical
+    }
+
+    /// Escapes `%` and `#` so an opaque source can neither contain the variant separator nor
+    /// collide with another source after escaping.
+    private static func escapeOpaque(_ source: String) -> String {
+        source.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: "#", with: "%23")
+    }
+
+    private static func escapeProcessor(_ identifier: String) -> String {
+        identifier.replacingOccurrences(of: "%", with: "%25")
+            .replacingOccurrences(of: ",", with: "%2C")
+            .replacingOccurrences(of: "#", with: "%23")
+    }
+}

@@ -1,0 +1,242 @@
+import Foundation
+import LarderImage
+import Synchronization
+import Testing
+
+@Suite(.timeLimit(.minutes(1)))
+struct HTTPImageFetcherTests {
+    let png: Data
+    let clock = TestClock()
+
+    init() throws {
+        png = try Fixture.all.first { $0.name == "image.png" }!.data
+    }
+
+    /// A fetcher with test-sized timeouts and delays.
+    func makeFetcher(attempts: Int = 3, timeout: Duration = .seconds(1), concurrency: Int = 6) -> HTTPImageFetcher {
+        HTTPImageFetcher {
+            $0.timeout = timeout
+            $0.maximumAttempts = attempts
+            $0.retryDelay = .milliseconds(10)
+            $0.maximumConcurrentDownloads = concurrency
+            $0.now = clock.now
+        }
+    }
+
+    func image(_ body: Data, type: String = "image/png") -> TestHTTPServer.Response {
+        TestHTTPServer.Response(headers: [("Content-Type", type)], body: body)
+    }
+
+    // MARK: - Success
+
+    @Test
+    func fetchesAnImageWithItsFormatValidatorsAndProgress() async throws {
+        // Given a server that answers with a PNG, an ETag and a Last-Modified date
+        let png = self.png
+        let server = try TestHTTPServer { _, _ in
+            TestHTTPServer.Response(headers: [("Content-Type", "image/png"), ("ETag", "\"v1\""),
+                                              ("Last-Modified", "Sat, 21 Nov 2026 10:00:00 GMT")], body: png)
+        }
+        let reports = Mutex<[(Int64, Int64?)]>([])
+        // When the image is fetched
+        let fetched = try await makeFetcher().fetch(server.url("/a.png")) { received, expected in
+            reports.withLock { $0.append((received, expected)) }
+        }
+        // Then the bytes, format, validators and progress are all there
+        #expect(fetched.data == png)
+        #expect(fetched.format == .png)
+        #expect(fetched.statusCode == 200)
+        #expect(fetched.entityTag == "\"v1\"")
+        #expect(fetched.lastModified == "Sat, 21 Nov 2026 10:00:00 GMT")
+        let last = try #require(reports.withLock { $0.last })
+        #expect(last.0 == Int64(png.count))
+        #expect(last.1 == Int64(png.count))
+    }
+
+    @Test
+    func acceptsOctetStreamAndAMissingContentTypeWhenTheBytesAreAnImage() async throws {
+        let png = self.png
+        let server = try TestHTTPServer { path, _ in
+            path == "/octet" ? TestHTTPServer.Response(headers: [("Content-Type", "application/octet-stream")], body: png)
+                : TestHTTPServer.Response(body: png)
+        }
+        let fetcher = makeFetcher()
+        #expect(try await fetcher.fetch(server.url("/octet")).format == .png)
+        #expect(try await fetcher.fetch(server.url("/none")).format == .png)
+    }
+
+    // MARK: - Status and retries
+
+    @Test
+    func failsOn404WithoutRetrying() async throws {
+        let server = try TestHTTPServer { _, _ in TestHTTPServer.Response(status: 404) }
+        await #expect(throws: ImageFetchError.badStatus(code: 404)) {
+            try await makeFetcher().fetch(server.url("/missing"))
+        }
+        #expect(server.requestCount("/missing") == 1)
+    }
+
+    @Test
+    func retriesA500AndReturnsTheNextSuccess() async throws {
+        // Given a server that fails the first request with 500 and answers the second
+        let png = self.png
+        let server = try TestHTTPServer { _, attempt in
+            attempt == 1 ? TestHTTPServer.Response(status: 500) : TestHTTPServer.Response(headers: [("Content-Type", "image/png")], body: png)
+        }
+        let fetched = try await makeFetcher().fetch(server.url("/flaky"))
+        #expect(fetched.data == png)
+        #expect(server.requestCount("/flaky") == 2)
+    }
+
+    @Test(arguments: [503, 429])
+    func givesUpAfterTheConfiguredNumberOfAttempts(_ status: Int) async throws {
+        let server = try TestHTTPServer { _, _ in TestHTTPServer.Response(status: status) }
+        await #expect(throws: ImageFetchError.badStatus(code: status)) {
+            try await makeFetcher(attempts: 3).fetch(server.url("/down"))
+        }
+        #expect(server.requestCount("/down") == 3)
+        await #expect(throws: ImageFetchError.badStatus(code: status)) {
+            try await makeFetcher(attempts: 2).fetch(server.url("/down2"))
+        }
+        #expect(server.requestCount("/down2") == 2)
+    }
+
+    // MARK: - Timeouts, truncation, content
+
+    @Test
+    func timesOutASlowResponse() async throws {
+        let server = try TestHTTPServer { _, _ in TestHTTPServer.Response(status: 200, delay: .seconds(5)) }
+        let start = ContinuousClock.now
+        await #expect(throws: ImageFetchError.timedOut) {
+            try await makeFetcher(attempts: 1, timeout: .seconds(1)).fetch(server.url("/slow"))
+        }
+        let elapsed = ContinuousClock.now - start
+        // Well before the server would answer; loose at the top, as shared CI cores are slow.
+        #expect(elapsed >= .milliseconds(900) && elapsed < .seconds(4))
+    }
+
+    @Test
+    func retriesATimeoutAndSucceedsWhenTheServerSpeedsUp() async throws {
+        let png = self.png
+        let server = try TestHTTPServer { _, attempt in
+            TestHTTPServer.Response(headers: [("Content-Type", "image/png")], body: png,
+                                    delay: attempt == 1 ? .seconds(2) : .zero)
+        }
+        let fetched = try await makeFetcher(attempts: 2, timeout: .seconds(1)).fetch(server.url("/slow-once"))
+        #expect(fetched.data == png)
+        #expect(server.requestCount("/slow-once") == 2)
+    }
+
+    @Test
+    func rejectsABodyShorterThanItsContentLength() async throws {
+        // Given a server that announces 1000 bytes, sends the PNG, and closes
+        let png = self.png
+        let server = try TestHTTPServer { _, _ in
+            TestHTTPServer.Response(headers: [("Content-Type", "image/png")], body: png, declaredLength: 1000)
+        }
+        await #expect(throws: ImageFetchError.truncated(expected: 1000, received: Int64(png.count))) {
+            try await makeFetcher(attempts: 2).fetch(server.url("/cut"))
+        }
+        #expect(server.requestCount("/cut") == 2) // truncation is retried
+    }
+
+    @Test
+    func rejectsANonImageContentTypeWithoutRetrying() async throws {
+        let png = self.png
+        let server = try TestHTTPServer { _, _ in
+            TestHTTPServer.Response(headers: [("Content-Type", "text/html; charset=utf-8")], body: png)
+        }
+        let error = await #expect(throws: ImageFetchError.self) {
+            try await makeFetcher().fetch(server.url("/html"))
+        }
+        guard case .invalidContent? = error else { Issue.record("expected invalidContent, got \(String(describing: error))"); return }
+        #expect(server.requestCount("/html") == 1)
+    }
+
+    @Test
+    func rejectsImageContentTypeWhoseBytesAreNotAnImage() async throws {
+        let server = try TestHTTPServer { path, _ in
+            TestHTTPServer.Response(headers: [("Content-Type", "image/png")], body: path == "/empty" ? Data() : Data("<html>".utf8))
+        }
+        for path in ["/html-bytes", "/empty"] {
+            let error = await #expect(throws: ImageFetchError.self) { try await makeFetcher().fetch(server.url(path)) }
+            guard case .invalidContent? = error else { Issue.record("\(path): \(String(describing: error))"); continue }
+        }
+    }
+
+    // MARK: - Concurrency, failure memory, cancellation
+
+    @Test
+    func boundsTheNumberOfConcurrentDownloads() async throws {
+        let png = self.png
+        let server = try TestHTTPServer { _, _ in
+            TestHTTPServer.Response(headers: [("Content-Type", "image/png")], body: png, delay: .milliseconds(150))
+        }
+        let fetcher = makeFetcher(concurrency: 2)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<6 {
+                group.addTask { _ = try await fetcher.fetch(server.url("/c\(index)")) }
+            }
+            try await group.waitForAll()
+        }
+        #expect(server.maximumInFlight == 2)
+        #expect((0..<6).allSatisfy { server.requestCount("/c\($0)") == 1 })
+    }
+
+    @Test
+    func failsFastForARecentlyFailedURLUntilTheMemoryExpires() async throws {
+        let server = try TestHTTPServer { _, _ in TestHTTPServer.Response(status: 404) }
+        let fetcher = makeFetcher()
+        let url = server.url("/gone")
+        await #expect(throws: ImageFetchError.badStatus(code: 404)) { try await fetcher.fetch(url) }
+        // When the same URL is fetched again within the TTL, no request is made
+        await #expect(throws: ImageFetchError.recentlyFailed) { try await fetcher.fetch(url) }
+        clock.advance(by: 29)
+        await #expect(throws: ImageFetchError.recentlyFailed) { try await fetcher.fetch(url) }
+        #expect(server.requestCount("/gone") == 1)
+        // Then, after the TTL, it is requested again; other URLs were never affected
+        clock.advance(by: 2)
+        await #expect(throws: ImageFetchError.badStatus(code: 404)) { try await fetcher.fetch(url) }
+        #expect(server.requestCount("/gone") == 2)
+        await #expect(throws: ImageFetchError.badStatus(code: 404)) { try await fetcher.fetch(server.url("/other")) }
+    }
+
+    @Test
+    func cancellingTheTaskCancelsTheRequestAndIsNotRememberedAsAFailure() async throws {
+        let png = self.png
+        let server = try TestHTTPServer { _, attempt in
+            TestHTTPServer.Response(headers: [("Content-Type", "image/png")], body: png, delay: attempt == 1 ? .seconds(3) : .zero)
+        }
+        let fetcher = makeFetcher(timeout: .seconds(10))
+        let url = server.url("/cancel")
+        let task = Task { try await fetcher.fetch(url) }
+        try await Task.sleep(for: .milliseconds(200))
+        let start = ContinuousClock.now
+        task.cancel()
+        await #expect(throws: ImageFetchError.cancelled) { try await task.value }
+        #expect(ContinuousClock.now - start < .seconds(1))
+        #expect(server.requestCount("/cancel") == 1)
+        // The URL is not in the failure memory: the next fetch goes to the server
+        #expect(try await fetcher.fetch(url).data == png)
+    }
+
+    @Test
+    func roundsASubSecondTimeoutUpInsteadOfTimingOutAtOnce() async throws {
+        // FoundationNetworking times out immediately below one second; the fetcher must not.
+        let png = self.png
+        let server = try TestHTTPServer { _, _ in
+            TestHTTPServer.Response(headers: [("Content-Type", "image/png")], body: png, delay: .milliseconds(300))
+        }
+        let fetched = try await makeFetcher(attempts: 1, timeout: .milliseconds(500)).fetch(server.url("/subsecond"))
+        #expect(fetched.data == png)
+    }
+
+    @Test
+    func reportsATransportErrorWhenNothingListens() async throws {
+        let server = try TestHTTPServer { _, _ in TestHTTPServer.Response() }
+        let url = server.url("/closed")
+        server.stop()
+        let error = await #expect(throws: ImageFetchError.self) { try await makeFetcher(attempts: 2).fetch(url) }
+        guard case .transport? = error else { Issue.record("expected transport, got \(String(describing: error))"); return }
+    }
+}

@@ -1,0 +1,126 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A tiny HTTP/1.1 server on 127.0.0.1 and an ephemeral port, for fetcher tests.
+///
+/// One thread accepts; each connection gets its own thread, reads the request head, asks the
+/// handler for a response, waits its delay, writes it and closes. It counts requests per path
+/// and the most requests it was answering at once.
+final class TestHTTPServer: Sendable {
+    struct Response: Sendable {
+        var status = 200
+        var headers: [(String, String)] = []
+        var body = Data()
+        /// Time to wait before writing anything.
+        var delay: Duration = .zero
+        /// The `Content-Length` to announce; `nil` announces the real length.
+        var declaredLength: Int?
+    }
+
+    /// Gets the path and the 1-based number of this request for that path.
+    typealias Handler = @Sendable (_ path: String, _ attempt: Int) -> Response
+
+    let port: UInt16
+    private let listener: Int32
+    private let handler: Handler
+    private struct Counters {
+        var requests: [String: Int] = [:]
+        var inFlight = 0
+        var maximumInFlight = 0
+    }
+    private let counters = Mutex(Counters())
+
+    init(handler: @escaping Handler) throws {
+        self.handler = handler
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EIO) }
+        var yes: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address -> Bool in
+                bind(fd, address, length) == 0 && listen(fd, 64) == 0 && getsockname(fd, address, &length) == 0
+            }
+        }
+        guard bound else {
+            close(fd)
+            throw POSIXError(.EADDRINUSE)
+        }
+        self.listener = fd
+        self.port = UInt16(bigEndian: address.sin_port)
+        let thread = Thread { [self] in acceptLoop() }
+        thread.start()
+    }
+
+    deinit { stop() }
+
+    func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
+
+    func requestCount(_ path: String) -> Int { counters.withLock { $0.requests[path, default: 0] } }
+
+    var maximumInFlight: Int { counters.withLock { $0.maximumInFlight } }
+
+    /// Stops accepting; connections being answered finish on their own threads.
+    func stop() {
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+    }
+
+    private func acceptLoop() {
+        while true {
+            let connection = accept(listener, nil, nil)
+            if connection < 0 { return }
+            Thread { [self] in serve(connection) }.start()
+        }
+    }
+
+    private func serve(_ connection: Int32) {
+        defer { close(connection) }
+        var head = Data()
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while head.range(of: Data("\r\n\r\n".utf8)) == nil {
+            let count = recv(connection, &buffer, buffer.count, 0)
+            if count <= 0 { return }
+            head.append(contentsOf: buffer[0..<count])
+        }
+        let requestLine = String(decoding: head, as: UTF8.self).split(separator: "\r\n").first ?? ""
+        let path = requestLine.split(separator: " ").dropFirst().first.map(String.init) ?? "/"
+        let attempt = counters.withLock { counters in
+            counters.requests[path, default: 0] += 1
+            counters.inFlight += 1
+            counters.maximumInFlight = max(counters.maximumInFlight, counters.inFlight)
+            return counters.requests[path]!
+        }
+        defer { counters.withLock { $0.inFlight -= 1 } }
+        let response = handler(path, attempt)
+        if response.delay > .zero { Thread.sleep(forTimeInterval: Double(response.delay.components.seconds) + Double(response.delay.components.attoseconds) / 1e18) }
+        var text = "HTTP/1.1 \(response.status) Status\r\n"
+        text += "Content-Length: \(response.declaredLength ?? response.body.count)\r\nConnection: close\r\n"
+        for (name, value) in response.headers { text += "\(name): \(value)\r\n" }
+        text += "\r\n"
+        let bytes = [UInt8](Data(text.utf8) + response.body)
+        var sent = 0
+        while sent < bytes.count {
+            // MSG_NOSIGNAL: a client that hung up must not kill the test process with SIGPIPE.
+            let count = bytes[sent...].withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if count <= 0 { return }
+            sent += count
+        }
+    }
+}
+
+/// A settable clock for TTL tests.
+final class TestClock: Sendable {
+    private let date = Mutex(Date(timeIntervalSince1970: 1_000_000))
+    var now: @Sendable () -> Date { { self.date.withLock { $0 } } }
+    func advance(by seconds: TimeInterval) { date.withLock { $0 += seconds } }
+}

@@ -1,0 +1,318 @@
+import Foundation
+import Testing
+@testable import Larder
+
+@Suite(.timeLimit(.minutes(2)))
+struct StorageTests {
+    let folder: TemporaryDirectory
+    let clock = ManualClock()
+
+    init() throws {
+        folder = try TemporaryDirectory("storage")
+    }
+
+    func makeStorage<Value>(
+        _ transformer: Transformer<Value>, directory: Bool = true,
+        _ configure: (inout Storage<String, Value>.Configuration) -> Void = { _ in }
+    ) throws -> Storage<String, Value> {
+        var configuration = Storage<String, Value>.Configuration()
+        configuration.directory = directory ? folder.url.appendingPathComponent("cache") : nil
+        configuration.memory.now = clock.function
+        configuration.disk.now = clock.function
+        configuration.disk.logHandler = nil
+        configure(&configuration)
+        return try Storage(configuration: configuration, transformer: transformer)
+    }
+
+    // MARK: - Every tier option on every operation
+
+    static let tierOptions: [StorageTiers] = [.memory, .disk, .all]
+
+    @Test(arguments: tierOptions, tierOptions)
+    func writeThenReadAndContainsFollowTheTiers(writeTiers: StorageTiers, readTiers: StorageTiers) throws {
+        // Given a value written to `writeTiers`
+        let storage = try makeStorage(.string)
+        try storage.setValue("v", forKey: "k", tiers: writeTiers)
+        // Then each tier holds it exactly when it was named
+        #expect(storage.memory.containsValue(forKey: "k") == writeTiers.contains(.memory))
+        #expect(try storage.disk?.containsData(forKey: "k") == writeTiers.contains(.disk))
+        // And a read through `readTiers` finds it exactly when the sets overlap
+        let visible = !writeTiers.intersection(readTiers).isEmpty
+        #expect(try storage.containsValue(forKey: "k", tiers: readTiers) == visible)
+        let entry = try storage.entry(forKey: "k", tiers: readTiers)
+        #expect(entry?.value == (visible ? "v" : nil))
+        if let entry {
+            let expected: StorageTier = readTiers.contains(.memory) && writeTiers.contains(.memory) ? .memory : .disk
+            #expect(entry.tier == expected)
+        }
+    }
+
+    @Test(arguments: tierOptions, tierOptions)
+    func removeReachesEveryNamedTier(writeTiers: StorageTiers, removeTiers: StorageTiers) throws {
+        let storage = try makeStorage(.string)
+        try storage.setValue("v", forKey: "k", tiers: writeTiers)
+        let removed = try storage.removeValue(forKey: "k", tiers: removeTiers)
+        #expect(removed == !writeTiers.intersection(removeTiers).isEmpty)
+        #expect(storage.memory.containsValue(forKey: "k") == (writeTiers.contains(.memory) && !removeTiers.contains(.memory)))
+        #expect(try storage.disk?.containsData(forKey: "k") == (writeTiers.contains(.disk) && !removeTiers.contains(.disk)))
+    }
+
+    @Test(arguments: tierOptions)
+    func removeAllReachesEveryNamedTier(tiers: StorageTiers) throws {
+        let storage = try makeStorage(.string)
+        for index in 0..<5 { try storage.setValue("v\(index)", forKey: "k\(index)") }
+        try storage.removeAll(tiers: tiers)
+        #expect(storage.memory.totalCount == (tiers.contains(.memory) ? 0 : 5))
+        #expect(storage.disk?.totalCount == (tiers.contains(.disk) ? 0 : 5))
+    }
+
+    @Test func memoryOnlyWriteHidesAnOlderDiskValue() throws {
+        // Given v1 in both tiers, then v2 written to memory only
+        let storage = try makeStorage(.string)
+        try storage.setValue("v1", forKey: "k")
+        try storage.setValue("v2", forKey: "k", tiers: .memory)
+        // When memory forgets it
+        storage.memory.removeAll()
+        // Then v1 does not resurface from disk
+        #expect(try storage.value(forKey: "k") == nil)
+    }
+
+    @Test func diskOnlyWriteReplacesTheMemoryValue() throws {
+        let storage = try makeStorage(.string)
+        try storage.setValue("v1", forKey: "k")
+        try storage.setValue("v2", forKey: "k", tiers: .disk)
+        #expect(try storage.value(forKey: "k") == "v2")
+    }
+
+    @Test func defaultTiersApplyWhenACallNamesNone() throws {
+        let storage = try makeStorage(.string) { $0.defaultTiers = .memory }
+        try storage.setValue("v", forKey: "k")
+        #expect(storage.memory.containsValue(forKey: "k"))
+        #expect(try storage.disk?.containsData(forKey: "k") == false)
+    }
+
+    @Test func namingOnlyAMissingTierIsAnError() throws {
+        let storage = try makeStorage(.string, directory: false)
+        #expect(throws: StorageError.self) { try storage.setValue("v", forKey: "k", tiers: .disk) }
+        #expect(throws: StorageError.self) { try storage.value(forKey: "k", tiers: .disk) }
+        // `.all` means every tier the storage has.
+        try storage.setValue("v", forKey: "k", tiers: .all)
+        #expect(try storage.value(forKey: "k") == "v")
+    }
+
+    @Test func memoryOnlyStorageNeverTouchesTheFileSystem() throws {
+        let storage = try makeStorage(.string, directory: false)
+        for index in 0..<100 { try storage.setValue("v\(index)", forKey: "k\(index)") }
+        #expect(storage.disk == nil)
+        #expect(try storage.value(forKey: "k7") == "v7")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.url.path).isEmpty)
+    }
+
+    // MARK: - Promotion and TTL
+
+    @Test func diskHitIsDecodedOnceAndPromotedWithItsRemainingLifetime() throws {
+        // Given a value written with a 100 s TTL and then dropped from memory
+        let storage = try makeStorage(.string)
+        try storage.setValue("v", forKey: "k", expiry: .seconds(100))
+        storage.memory.removeAll()
+        clock.advance(by: 40)
+        // When it is read
+        let entry = try #require(try storage.entry(forKey: "k"))
+        // Then it came from disk and is now in memory, expiring when the disk entry does
+        #expect(entry.tier == .disk)
+        let promoted = try #require(storage.memory.entry(forKey: "k"))
+        let expected = Date(timeIntervalSince1970: 1_700_000_100)
+        #expect(abs(try #require(promoted.expirationDate).timeIntervalSince(expected)) < 0.01)
+        #expect(try storage.entry(forKey: "k")?.tier == .memory)
+        clock.advance(by: 61)
+        #expect(try storage.value(forKey: "k") == nil)
+        let statistics = storage.statistics
+        #expect(statistics.promotions == 1)
+        #expect(statistics.diskHits == 1 && statistics.memoryHits == 1)
+    }
+
+    @Test func expiryHoldsInBothTiers() throws {
+        let storage = try makeStorage(.string)
+        try storage.setValue("v", forKey: "k", expiry: .seconds(10))
+        clock.advance(by: 11)
+        #expect(try storage.value(forKey: "k") == nil)
+        #expect(try storage.value(forKey: "k", tiers: .disk) == nil)
+        #expect(try !storage.containsValue(forKey: "k"))
+    }
+
+    @Test func removeExpiredSweepsBothTiers() throws {
+        let storage = try makeStorage(.string)
+        try storage.setValue("a", forKey: "a", expiry: .seconds(1))
+        try storage.setValue("b", forKey: "b")
+        clock.advance(by: 2)
+        #expect(try storage.removeExpired() == 2)
+        #expect(storage.memory.totalCount == 1 && storage.disk?.totalCount == 1)
+    }
+
+    // MARK: - Transformers
+
+    struct Profile: Codable, Equatable, Sendable {
+        struct Address: Codable, Equatable, Sendable { var city: String; var zip: Int? }
+        enum Role: String, Codable, Sendable { case admin, reader }
+        var name: String
+        var roles: [Role]
+        var address: Address
+        var scores: [String: Double]
+    }
+
+    @Test func codableValuesRoundTripThroughDisk() throws {
+        let profile = Profile(name: "Ada", roles: [.admin, .reader], address: .init(city: "London", zip: nil),
+                              scores: ["x": 1.5])
+        do {
+            let storage = try makeStorage(Transformer<Profile>.json())
+            try storage.setValue(profile, forKey: "ada")
+        }
+        let reopened = try makeStorage(Transformer<Profile>.json())
+        #expect(try reopened.value(forKey: "ada") == profile)
+    }
+
+    @Test func corruptPayloadIsAMissThatRemovesTheEntry() throws {
+        // Given bytes on disk that are not a Profile
+        let storage = try makeStorage(Transformer<Profile>.json())
+        try storage.disk?.setData(Data("{\"name\": 3}".utf8), forKey: "bad")
+        // When read
+        #expect(try storage.value(forKey: "bad") == nil)
+        // Then the entry is gone and counted
+        #expect(try storage.disk?.containsData(forKey: "bad") == false)
+        #expect(storage.statistics.decodingFailures == 1)
+    }
+
+    @Test func stringTransformerRejectsInvalidUTF8() throws {
+        let storage = try makeStorage(.string)
+        try storage.disk?.setData(Data([0xFF, 0xFE, 0x00]), forKey: "bad")
+        #expect(try storage.value(forKey: "bad") == nil)
+        #expect(storage.statistics.decodingFailures == 1)
+    }
+
+    @Test func encodingFailureChangesNothing() throws {
+        struct Refusal: Error {}
+        let transformer = Transformer<String>(
+            encode: { value in if value == "refuse" { throw Refusal() }; return Data(value.utf8) },
+            decode: { String(decoding: $0, as: UTF8.self) })
+        let storage = try makeStorage(transformer)
+        try storage.setValue("old", forKey: "k")
+        #expect(throws: StorageError.self) { try storage.setValue("refuse", forKey: "k") }
+        #expect(try storage.value(forKey: "k") == "old")
+    }
+
+    @Test func dataTransformerKeepsBytesAndMemoryHoldsDecodedValues() throws {
+        let storage = try makeStorage(.data) { $0.disk.compression = .gzip(level: 6) }
+        let bytes = Data(repeating: 9, count: 10_000)
+        try storage.setValue(bytes, forKey: "k")
+        #expect(storage.memory.value(forKey: "k") == bytes) // not gzip bytes
+        #expect(try storage.disk?.entry(forKey: "k")?.encoding == .gzip)
+        #expect(try storage.value(forKey: "k", tiers: .disk) == bytes)
+    }
+
+    // MARK: - Keys
+
+    @Test func keyTypesHaveStableIdentities() throws {
+        let uuid = UUID(uuidString: "E621E1F8-C36C-495A-93FC-0C247A3E6E5F")!
+        #expect(uuid.cacheKey == "E621E1F8-C36C-495A-93FC-0C247A3E6E5F")
+        #expect(URL(string: "https://example.com/a?b=1")!.cacheKey == "https://example.com/a?b=1")
+        #expect(42.cacheKey == "42" && UInt8(7).cacheKey == "7" && Int64(-3).cacheKey == "-3")
+
+        var configuration = Storage<UUID, String>.Configuration(directory: folder.url.appendingPathComponent("uuid"))
+        configuration.disk.logHandler = nil
+        let storage = try Storage<UUID, String>(configuration: configuration, transformer: .string)
+        try storage.setValue("x", forKey: uuid)
+        #expect(try storage.disk?.data(forKey: uuid.uuidString) == Data("x".utf8))
+    }
+
+    // MARK: - Persistence, concurrency, statistics
+
+    @Test func reopeningReturnsWhatWasWrittenBefore() throws {
+        do {
+            let storage = try makeStorage(.string)
+            for index in 0..<20 { try storage.setValue("value \(index)", forKey: "k\(index)") }
+        }
+        let reopened = try makeStorage(.string)
+        for index in 0..<20 { #expect(try reopened.value(forKey: "k\(index)") == "value \(index)") }
+        #expect(reopened.statistics.diskHits == 20)
+    }
+
+    @Test func readYourWritesFromManyConcurrentTasks() async throws {
+        // Tight memory limits force constant eviction and promotion.
+        let storage = try makeStorage(.string) { $0.memory.countLimit = 8 }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    for step in 0..<120 {
+                        let key = "w\(worker)-\(step % 10)"
+                        let value = "\(worker)/\(step)"
+                        if step % 2 == 0 {
+                            try await storage.setValue(value, forKey: key)
+                            // A read that starts after the write returned sees it, in both APIs.
+                            let asyncRead = try await storage.value(forKey: key)
+                            #expect(asyncRead == value)
+                            #expect(try Self.readSynchronously(storage, key) == value)
+                        } else {
+                            try Self.writeSynchronously(storage, value, key)
+                            #expect(try Self.readSynchronously(storage, key) == value)
+                            try await storage.removeValue(forKey: key)
+                            let afterRemove = try await storage.value(forKey: key)
+                            #expect(afterRemove == nil)
+                        }
+                    }
+                }
+            }
+            // Readers of the same keys race the writers and must only see whole values.
+            group.addTask {
+                for step in 0..<500 {
+                    if let value = try await storage.value(forKey: "w\(step % 8)-\(step % 10)") {
+                        #expect(value.split(separator: "/").count == 2)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(storage.memory.totalCount <= 8)
+    }
+
+    /// The synchronous API, called from a task (inside async code the async overload wins).
+    static func readSynchronously(_ storage: Storage<String, String>, _ key: String) throws -> String? {
+        try storage.value(forKey: key)
+    }
+
+    static func writeSynchronously(_ storage: Storage<String, String>, _ value: String, _ key: String) throws {
+        try storage.setValue(value, forKey: key)
+    }
+
+    @Test func statisticsAddUp() throws {
+        let storage = try makeStorage(.string)
+        try storage.setValue("a", forKey: "a")
+        try storage.setValue("b", forKey: "b", tiers: .disk)
+        _ = try storage.value(forKey: "a")      // memory hit
+        _ = try storage.value(forKey: "b")      // disk hit + promotion
+        _ = try storage.value(forKey: "b")      // memory hit
+        _ = try storage.value(forKey: "none")   // miss in both
+        let statistics = storage.statistics
+        #expect(statistics.writes == 2)
+        #expect(statistics.memoryHits == 2)
+        #expect(statistics.diskHits == 1)
+        #expect(statistics.misses == 1)
+        #expect(statistics.memoryMisses == 2)
+        #expect(statistics.diskMisses == 1)
+        #expect(statistics.promotions == 1)
+        #expect(statistics.memoryHits + statistics.diskHits + statistics.misses == 4)
+        #expect(statistics.memoryCount == 2 && statistics.diskCount == 2)
+        #expect(statistics.diskSize == 2)
+    }
+
+    @Test func asyncFormsWorkForMemoryOnlyStorages() async throws {
+        let storage = try makeStorage(.string, directory: false)
+        try await storage.setValue("v", forKey: "k")
+        let value = try await storage.value(forKey: "k")
+        #expect(value == "v")
+        let contained = try await storage.containsValue(forKey: "k")
+        #expect(contained)
+        try await storage.removeAll()
+        let after = try await storage.value(forKey: "k")
+        #expect(after == nil)
+    }
+}
