@@ -1,0 +1,183 @@
+"""Turns the raw lines of Benchmarks/compare.sh into one table of medians, ratios and targets.
+
+Input (--raw): `round<TAB>case<TAB>contender<TAB>value<TAB>unit` lines, as compare.sh collects
+them from LarderCompare, baseline.c and diskcache_runner.py. Prints a Markdown report and writes
+it to --out. Exits 0 whether targets are met or not (a benchmark run is a measurement, not a gate);
+a case with no Larder number is shown as "-" and counted as pending.
+"""
+
+import argparse
+import statistics
+import sys
+from collections import defaultdict
+
+# Larder contenders, in the order their rows appear. `storage` (Storage<String, Data>, disk tier)
+# appears automatically once LarderCompare prints it.
+LARDER = [("larder", "Larder"), ("storage", "Storage")]
+
+NAMES = {
+    "diskcache": "diskcache",
+    "sqlite": "raw SQLite",
+    "file": "raw file",
+    "zlib": "raw zlib",
+    "openssl": "raw OpenSSL",
+    "nscache": "NSCache",
+    "dict+nslock": "Dictionary+NSLock",
+}
+
+# case, peer, min Larder/peer speed ratio, limit, min Larder/limit speed ratio, note on the target.
+# A ratio is Larder ops/s divided by the other's ops/s: 2.0 means Larder is twice as fast.
+ROWS = [
+    ("memory.get-hit", "nscache", 4.0, "dict+nslock", 1 / 1.5, "≥4× NSCache; ≤1.5× the time of Dictionary+NSLock"),
+    ("memory.insert-evict", "nscache", None, "dict+nslock", 0.5, "≤2× the time of a Dictionary+NSLock insert"),
+    ("disk.set(100B)", "diskcache", 2.0, "sqlite", 0.5, None),
+    ("disk.set(4KiB)", "diskcache", 2.0, "sqlite", 0.5, None),
+    ("disk.get-hit(100B)", "diskcache", 1.5, "sqlite", 0.5, None),
+    ("disk.get-hit(4KiB)", "diskcache", 1.5, "sqlite", 0.5, None),
+    ("disk.get-miss", "diskcache", 3.0, "sqlite", None, None),
+    ("disk.set(100KiB)", "diskcache", 1.0, "file", 0.7, None),
+    ("disk.set(1MiB)", "diskcache", 1.0, "file", 0.7, None),
+    ("disk.get-hit(100KiB)", "diskcache", 1.0, "file", 0.7, None),
+    ("disk.get-hit(1MiB)", "diskcache", 1.0, "file", 0.7, None),
+    ("gzip.compress(100KiB text)", None, None, "zlib", 0.9, None),
+    ("gzip.decompress(100KiB text)", None, None, "zlib", 0.9, None),
+    ("crc32(100KiB)", None, None, "zlib", 0.9, None),
+    ("md5(64B)", None, None, "openssl", 0.9, None),
+    ("sha1(64B)", None, None, "openssl", 0.9, None),
+    ("sha256(64B)", None, None, "openssl", 0.9, None),
+    ("md5(64KiB)", None, None, "openssl", 0.9, None),
+    ("sha1(64KiB)", None, None, "openssl", 0.9, None),
+    ("sha256(64KiB)", None, None, "openssl", 0.9, None),
+]
+OPEN_CASES = ["disk.open(1k)", "disk.open(10k)", "disk.open(100k)"]
+OPEN_LIMIT_MS = 50.0
+OPEN_FLATNESS = 2.0  # open(100k) at most 2x open(1k)
+
+
+def load(path):
+    samples = defaultdict(list)  # (case, contender) -> [value]
+    units = {}
+    rounds = set()
+    with open(path) as f:
+        for line in f:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) != 5:
+                continue
+            rnd, case, contender, value, unit = parts
+            samples[(case, contender)].append(float(value))
+            units[case] = unit
+            rounds.add(rnd)
+    return samples, units, len(rounds)
+
+
+def fmt_ops(value):
+    if value is None:
+        return "-"
+    if value >= 1e6:
+        return f"{value / 1e6:.2f} M"
+    if value >= 1e3:
+        return f"{value / 1e3:.1f} k"
+    return f"{value:.0f}"
+
+
+def judge(ratio, target):
+    if target is None:
+        return ""
+    if ratio is None:
+        return "pending"
+    return "met" if ratio >= target else "**missed**"
+
+
+def build(samples, units, rounds, header):
+    med = {key: statistics.median(values) for key, values in samples.items()}
+    spread = {key: (min(v), max(v)) for key, v in samples.items()}
+    out = list(header)
+    out.append(f"Medians of {rounds} interleaved rounds (each round runs every contender once). "
+               "Ratios are Larder's speed over the other's (ops/s ÷ ops/s): 2.00 = twice as fast, "
+               "0.50 = takes twice the time.")
+    out.append("")
+    out.append("| case | Larder ops/s | peer | peer ops/s | Larder/peer | target | | limit | limit ops/s | Larder/limit | target | |")
+    out.append("|---|---:|---|---:|---:|---:|---|---|---:|---:|---:|---|")
+    tally = defaultdict(int)
+    present = [c for c, _ in LARDER if any(k[1] == c for k in med)] or ["larder"]
+    for contender, label in LARDER:
+        if contender not in present:
+            continue
+        for case, peer, peer_target, limit, limit_target, _note in ROWS:
+            mine = med.get((case, contender))
+            cells = [f"{case}" + ("" if contender == "larder" else f" [{label}]"), fmt_ops(mine)]
+            for other, target in ((peer, peer_target), (limit, limit_target)):
+                if other is None:
+                    cells += ["", "", "", "", ""]
+                    continue
+                theirs = med.get((case, other))
+                ratio = mine / theirs if mine is not None and theirs else None
+                verdict = judge(ratio, target)
+                if verdict:
+                    tally["met" if verdict == "met" else "pending" if verdict == "pending" else "missed"] += 1
+                cells += [NAMES.get(other, other), fmt_ops(theirs),
+                          "-" if ratio is None else f"{ratio:.2f}",
+                          "" if target is None else f"≥ {target:.2f}", verdict]
+            out.append("| " + " | ".join(cells) + " |")
+    out.append("")
+
+    # Open time: absolute target.
+    out.append(f"Open time of a `DiskStore` (open, read `totalCount`, one lookup, close; median of 5 "
+               f"opens per round): target < {OPEN_LIMIT_MS:.0f} ms at every size, and flat "
+               f"(100k ≤ {OPEN_FLATNESS:.0f}× 1k).")
+    out.append("")
+    out.append("| case | Larder ms | target | |")
+    out.append("|---|---:|---:|---|")
+    opens = []
+    for case in OPEN_CASES:
+        value = med.get((case, "larder"))
+        opens.append(value)
+        verdict = "pending" if value is None else ("met" if value < OPEN_LIMIT_MS else "**missed**")
+        tally["met" if verdict == "met" else "pending" if verdict == "pending" else "missed"] += 1
+        out.append(f"| {case} | {'-' if value is None else f'{value:.1f}'} | < {OPEN_LIMIT_MS:.0f} | {verdict} |")
+    if opens[0] is not None and opens[-1] is not None:
+        flat = opens[-1] / opens[0]
+        verdict = "met" if flat <= OPEN_FLATNESS else "**missed**"
+        tally["met" if verdict == "met" else "missed"] += 1
+        out.append(f"| open(100k) / open(1k) | {flat:.2f}× | ≤ {OPEN_FLATNESS:.0f}× | {verdict} |")
+    else:
+        tally["pending"] += 1
+        out.append(f"| open(100k) / open(1k) | - | ≤ {OPEN_FLATNESS:.0f}× | pending |")
+    out.append("")
+    out.append(f"Targets: {tally['met']} met, {tally['missed']} missed, {tally['pending']} pending.")
+    out.append("")
+
+    # Every sample, for the record.
+    out.append("<details><summary>All samples (min / median / max over rounds)</summary>")
+    out.append("")
+    out.append("| case | contender | unit | min | median | max | rounds |")
+    out.append("|---|---|---|---:|---:|---:|---:|")
+    for (case, contender) in sorted(med):
+        lo, hi = spread[(case, contender)]
+        out.append(f"| {case} | {contender} | {units.get(case, '')} | {lo:.1f} | {med[(case, contender)]:.1f} | "
+                   f"{hi:.1f} | {len(samples[(case, contender)])} |")
+    out.append("")
+    out.append("</details>")
+    return "\n".join(out) + "\n", tally
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--raw", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--header", action="append", default=[], help="a line for the report's header")
+    args = parser.parse_args()
+    samples, units, rounds = load(args.raw)
+    if not samples:
+        sys.exit("report.py: no samples in " + args.raw)
+    header = ["# Larder side by side: diskcache, raw SQLite/file/zlib/OpenSSL, Foundation", ""]
+    header += [f"- {line}" for line in args.header]
+    header.append("")
+    text, _ = build(samples, units, rounds, header)
+    with open(args.out, "w") as f:
+        f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+import BenchmarkSupport
+import Foundation
+import Larder
+
+/// A disk-tier contender: anything that stores bytes under string keys. A new contender only
+/// needs an entry in `diskContenders`; report.py shows the `larder` and `storage` names.
+protocol DiskContender {
+    var name: String { get }
+    func set(_ data: Data, forKey key: String) throws
+    func get(_ key: String) throws -> Data?
+    func close()
+}
+
+/// `DiskStore` with its defaults, except a 1 GiB size limit (diskcache's default) so that no
+/// eviction happens while the set phase fills the store.
+final class DiskStoreContender: DiskContender {
+    let name = "larder"
+    let store: DiskStore
+
+    init(directory: URL) throws {
+        var configuration = DiskStore.Configuration()
+        configuration.sizeLimit = 1 << 30
+        store = try DiskStore(directory: directory, configuration: configuration)
+    }
+
+    func set(_ data: Data, forKey key: String) throws { try store.setData(data, forKey: key) }
+    func get(_ key: String) throws -> Data? { try store.data(forKey: key) }
+    func close() { store.close() }
+}
+
+/// `Storage<String, Data>` with `defaultTiers = .disk`: the generic layer's cost over
+/// `DiskStore` (key mapping, transformer, stripe lock), same disk configuration.
+final class StorageContender: DiskContender {
+    let name = "storage"
+    let storage: Storage<String, Data>
+
+    init(directory: URL) throws {
+        var configuration = Storage<String, Data>.Configuration(directory: directory, defaultTiers: .disk)
+        configuration.disk.sizeLimit = 1 << 30
+        storage = try Storage(configuration: configuration, transformer: .data)
+    }
+
+    func set(_ data: Data, forKey key: String) throws { try storage.setValue(data, forKey: key) }
+    func get(_ key: String) throws -> Data? { try storage.value(forKey: key) }
+    func close() { storage.disk?.close() }
+}
+
+/// The contenders the compare run measures, each given a fresh directory.
+let diskContenders: [(name: String, make: @Sendable (URL) throws -> any DiskContender)] = [
+    ("larder", { try DiskStoreContender(directory: $0) }),
+    ("storage", { try StorageContender(directory: $0) }),
+]
+
+/// The disk workload of Benchmarks/README.md: for each value size, `n` sets of fresh keys, `n`
+/// hits in a scattered order, and (for 100 B) `n` misses; every case on a fresh store.
+func runDiskCases(_ arguments: Arguments, root: URL) throws {
+    for (name, make) in diskContenders {
+        for (bytes, label, countKey) in Workload.sizes {
+            let n = arguments.int(countKey, default: 1000)
+            let directory = root.appendingPathComponent("\(name)-\(label)")
+            try? FileManager.default.removeItem(at: directory)
+            let store = try make(directory)
+
+            let base = Workload.randomBytes(bytes)
+            let keys = (0..<n).map { Workload.key("k", label, $0) }
+            let values = (0..<n).map { Workload.value(base: base, index: $0) }
+            let seconds = try measure {
+                for i in 0..<n { try store.set(values[i], forKey: keys[i]) }
+            }
+            report("disk.set(\(label))", name, ops: n, seconds: seconds)
+
+            let order = (0..<n).map { keys[Workload.readIndex($0, n)] }
+            let hitSeconds = try measure {
+                for key in order {
+                    guard let value = try store.get(key), value.count == bytes else {
+                        fail("\(name): miss or wrong size for \(key)")
+                    }
+                    consume(value)
+                }
+            }
+            report("disk.get-hit(\(label))", name, ops: n, seconds: hitSeconds)
+
+            if bytes == 100 {
+                let misses = (0..<n).map { Workload.key("miss", label, $0) }
+                let missSeconds = try measure {
+                    for key in misses {
+                        if try store.get(key) != nil { fail("\(name): unexpected hit") }
+                    }
+                }
+                report("disk.get-miss", name, ops: n, seconds: missSeconds)
+            }
+            store.close()
+            try? FileManager.default.removeItem(at: directory)
+        }
+    }
+}
+
+/// Entry counts of the open-time cases.
+let openSizes: [(count: Int, label: String)] = [(1_000, "1k"), (10_000, "10k"), (100_000, "100k")]
+
+/// Builds stores of 1k, 10k and 100k entries of 100 B under `root` (once per compare run).
+func prepareOpenStores(root: URL) throws {
+    let base = Workload.randomBytes(100)
+    for (count, label) in openSizes {
+        let directory = root.appendingPathComponent("open-\(label)")
+        try? FileManager.default.removeItem(at: directory)
+        let store = try DiskStore(directory: directory)
+        for i in 0..<count {
+            try store.setData(Workload.value(base: base, index: i), forKey: Workload.key("open", label, i))
+        }
+        guard store.totalCount == count else { fail("open-\(label): \(store.totalCount) entries, expected \(count)") }
+        store.close()
+    }
+}
+
+/// Time to open a prepared store and read its totals, then close it: the median of `repeats`.
+func runOpenCases(root: URL, repeats: Int) throws {
+    for (count, label) in openSizes {
+        let directory = root.appendingPathComponent("open-\(label)")
+        var samples: [Double] = []
+        for _ in 0..<repeats {
+            var total = 0
+            let seconds = try measure {
+                let store = try DiskStore(directory: directory)
+                total = store.totalCount
+                _ = try store.data(forKey: Workload.key("open", label, count / 2))
+                store.close()
+            }
+            guard total == count else { fail("open-\(label): \(total) entries, expected \(count)") }
+            samples.append(seconds)
+        }
+        report("disk.open(\(label))", "larder", value: median(samples) * 1000, unit: "ms")
+    }
+}

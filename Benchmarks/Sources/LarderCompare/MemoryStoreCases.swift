@@ -1,0 +1,65 @@
+import BenchmarkSupport
+import Foundation
+import Larder
+
+/// `MemoryStore` (and `Storage`, memory tier only) on the memory workload of `runMemoryPeerCases`.
+func runMemoryStoreCases(_ workload: MemoryWorkload) throws {
+    let n = workload.operations
+    let capacity = workload.capacity
+
+    // Hits: `capacity` resident entries, `n` lookups in a scattered order.
+    do {
+        let store = try MemoryStore<String, Box>(configuration: .init(countLimit: capacity))
+        for i in 0..<capacity { store.setValue(workload.box, forKey: workload.keys[i]) }
+        var found = 0
+        let seconds = measure {
+            for i in 0..<n where store.value(forKey: workload.keys[workload.readOrder[i % capacity]]) != nil {
+                found += 1
+            }
+        }
+        guard found == n else { fail("MemoryStore: \(found) hits of \(n)") }
+        report("memory.get-hit", "larder", ops: n, seconds: seconds)
+    }
+
+    // Inserts that evict: count limit `capacity`, keys cycling through `2 × capacity`, so every
+    // insert is a new key and evicts the least recently used entry (overflowTrimRatio 0).
+    do {
+        let store = try MemoryStore<String, Box>(configuration: .init(countLimit: capacity, overflowTrimRatio: 0))
+        let keys = workload.keys
+        let seconds = measure {
+            for i in 0..<n { store.setValue(workload.box, forKey: keys[i % keys.count]) }
+        }
+        guard store.totalCount == capacity else { fail("MemoryStore: \(store.totalCount) entries, expected \(capacity)") }
+        report("memory.insert-evict", "larder", ops: n, seconds: seconds)
+    }
+
+    // The same through `Storage<String, Box>` without a disk tier.
+    do {
+        let storage = try Storage<String, Box>(
+            configuration: .init(memory: .init(countLimit: capacity)), transformer: boxTransformer)
+        for i in 0..<capacity { try storage.setValue(workload.box, forKey: workload.keys[i]) }
+        var found = 0
+        let seconds = try measure {
+            for i in 0..<n where try storage.value(forKey: workload.keys[workload.readOrder[i % capacity]]) != nil {
+                found += 1
+            }
+        }
+        guard found == n else { fail("Storage: \(found) hits of \(n)") }
+        report("memory.get-hit", "storage", ops: n, seconds: seconds)
+    }
+    do {
+        let storage = try Storage<String, Box>(
+            configuration: .init(memory: .init(countLimit: capacity, overflowTrimRatio: 0)), transformer: boxTransformer)
+        let keys = workload.keys
+        let seconds = try measure {
+            for i in 0..<n { try storage.setValue(workload.box, forKey: keys[i % keys.count]) }
+        }
+        report("memory.insert-evict", "storage", ops: n, seconds: seconds)
+    }
+}
+
+/// A codec for `Box`; a memory-only `Storage` never calls it.
+let boxTransformer = Transformer<Box>(
+    encode: { withUnsafeBytes(of: $0.payload) { Data($0) } },
+    decode: { data in Box(data.withUnsafeBytes { $0.loadUnaligned(as: Int.self) }) },
+    isCompressible: false)
