@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import Larder
 
@@ -475,6 +476,30 @@ struct DiskStoreTests {
         #expect(store.totalSize == size)
     }
 
+    @Test func storesOpeningANewDirectoryAtOnceShareOneIndex() async throws {
+        // Given eight stores racing to create the same new index
+        let directory = folder.url.appendingPathComponent("race")
+        let logged = MessageLog()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    var configuration = DiskStore.Configuration()
+                    configuration.logHandler = { message in logged.append(message) }
+                    let store = try DiskStore(directory: directory, configuration: configuration)
+                    try store.setData(Data("\(worker)".utf8), forKey: "w\(worker)")
+                }
+            }
+            try await group.waitForAll()
+        }
+        // Then no store mistook another's fresh schema for a foreign database
+        #expect(logged.messages.isEmpty)
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        #expect(!names.contains { $0.contains("corrupt") })
+        var configuration = DiskStore.Configuration()
+        configuration.logHandler = nil
+        #expect(try DiskStore(directory: directory, configuration: configuration).keys().count == 8)
+    }
+
     @Test func twoStoresOnOneDirectorySeeEachOther() throws {
         let first = try makeStore()
         let second = try makeStore()
@@ -486,6 +511,13 @@ struct DiskStoreTests {
         #expect(try first.data(forKey: "a") == nil)
         #expect(first.totalCount == 0 && second.totalCount == 0)
     }
+}
+
+/// Collects a store's log messages across threads.
+final class MessageLog: Sendable {
+    private let storage = Mutex<[String]>([])
+    func append(_ message: String) { storage.withLock { $0.append(message) } }
+    var messages: [String] { storage.withLock { $0 } }
 }
 
 /// Values that name their key and can be checked for damage.
