@@ -5,7 +5,7 @@ import Testing
 @Suite(.timeLimit(.minutes(2)))
 struct StorageTests {
     let folder: TemporaryDirectory
-    let clock = ManualClock()
+    let clock = TestClock(Date(timeIntervalSince1970: 1_700_000_000))
 
     init() throws {
         folder = try TemporaryDirectory("storage")
@@ -17,8 +17,8 @@ struct StorageTests {
     ) throws -> Storage<String, Value> {
         var configuration = Storage<String, Value>.Configuration()
         configuration.directory = directory ? folder.url.appendingPathComponent("cache") : nil
-        configuration.memory.now = clock.function
-        configuration.disk.now = clock.function
+        configuration.memory.now = clock.closure
+        configuration.disk.now = clock.closure
         configuration.disk.logHandler = nil
         configure(&configuration)
         return try Storage(configuration: configuration, transformer: transformer)
