@@ -39,10 +39,11 @@ struct ImageCacheTests {
                  processors: processors)
     }
 
-    /// Waits (yielding, never sleeping) until `condition` holds; the suite's time limit ends a
-    /// wait that never succeeds.
+    /// Polls until `condition` holds (every millisecond, so the poll never hogs a shared core);
+    /// the suite's time limit ends a wait that never succeeds. Used for internal states no
+    /// continuation reports, such as how many callers joined a load.
     func eventually(_ condition: () -> Bool) async {
-        while !condition() { await Task.yield() }
+        while !condition() { try? await Task.sleep(for: .milliseconds(1)) }
     }
 
     // MARK: - Lookup order
@@ -612,5 +613,33 @@ struct ImageCacheTests {
         await #expect(throws: ImageCacheError.unsupportedSource("avatar/42")) {
             try await opaque.image(for: ImageKey("avatar/42"))
         }
+    }
+
+    // MARK: - README
+
+    /// The README's quick start, against the loopback server instead of example.com.
+    @Test func readmeQuickStartWorks() async throws {
+        let png = self.png
+        let server = try TestHTTPServer { _, _ in TestHTTPServer.Response(body: png) }
+        let nextPageURLs = [server.url("/next.png")]
+
+        let cache = try ImageCache(fetcher: HTTPImageFetcher()) {
+            $0.directory = directory
+            $0.memory.costLimit = 100 << 20                        // decoded bytes, not file bytes
+            $0.processors = [.resize { image, key in image.data }] // plug your resizer in here
+        }
+        let url = server.url("/cat.png")
+        let result = try await cache.image(for: ImageKey(url))   // memory → disk → one download per key
+        print(result.source, result.metadata.format, result.metadata.pixelWidth ?? 0)
+
+        let thumbnail = try await cache.image(for: ImageKey(url, targetSize: .init(width: 120, height: 120)))
+        print(thumbnail.source)                                    // processed: from the cached original
+        let batch = cache.prefetch(nextPageURLs.map { ImageKey($0) }) // at most 4 at a time, skips cached
+        let removed = try await cache.removeImage(source: ImageKey(url)) // the original and its variants
+
+        #expect(result.source == .network && result.metadata.format == .png && result.metadata.pixelWidth == 5)
+        #expect(thumbnail.source == .processed)
+        #expect(await batch.value.loaded == 1)
+        #expect(removed == 2)
     }
 }

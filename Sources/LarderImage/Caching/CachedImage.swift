@@ -120,11 +120,11 @@ extension ImageFormat {
 }
 
 extension Transformer where Value == CachedImage {
-    /// The disk encoding of ``CachedImage``: a small header, the metadata, then the image bytes.
+    /// The disk encoding of `CachedImage`: a small header, the metadata, then the image bytes.
     ///
     /// The frame is `"LIMG"`, a version byte (1), the metadata's length as a big-endian
     /// `UInt32`, the metadata as JSON, then the image bytes unchanged. Decoding checks every
-    /// length, so a truncated or foreign frame is a decoding error, which ``Storage`` treats
+    /// length, so a truncated or foreign frame is a decoding error, which `Storage` treats
     /// as a miss that removes the entry. Gzip is skipped for already-compressed formats.
     ///
     /// ```swift

@@ -14,7 +14,7 @@ extension ImageCache {
     /// let cache = try ImageCache(configuration: configuration)
     /// ```
     public struct Configuration: Sendable {
-        /// The memory tier's configuration. A `nil` ``MemoryStore/Configuration/cost`` means
+        /// The memory tier's configuration. A `nil` `MemoryStore/Configuration/cost` means
         /// ``ImageMetadata/memoryCost``: the decoded size when the header gives it, else the byte
         /// count. Defaults to `MemoryStore.Configuration()` (100 MiB of cost, no count limit).
         public var memory: MemoryStore<ImageKey, CachedImage>.Configuration

@@ -6,7 +6,7 @@ import Synchronization
 /// A cache of encoded image bytes with their metadata, in memory and optionally on disk, that
 /// loads what it lacks exactly once.
 ///
-/// `ImageCache` sits on a ``Storage`` of ``CachedImage`` values keyed by ``ImageKey``.
+/// `ImageCache` sits on a `Storage` of ``CachedImage`` values keyed by ``ImageKey``.
 /// ``image(for:fetch:)-(_,(ImageKey)->Data)`` answers from the first step that has the image:
 ///
 /// 1. memory (``ImageResult/Source/memory``);
@@ -43,7 +43,7 @@ import Synchronization
 public final class ImageCache: Sendable {
     /// The configuration the cache was created with.
     public let configuration: Configuration
-    /// The storage underneath: its ``Storage/statistics`` count the cache's hits and misses.
+    /// The storage underneath: its `Storage/statistics` count the cache's hits and misses.
     public let storage: Storage<ImageKey, CachedImage>
     /// The fetcher ``image(for:)`` uses, or `nil` when the cache was created without one.
     public let fetcher: HTTPImageFetcher?
@@ -62,7 +62,7 @@ public final class ImageCache: Sendable {
     ///   - configuration: The tiers, processors and prefetch bound.
     ///   - fetcher: The fetcher ``image(for:)`` and ``prefetch(_:)`` use to download
     ///     ``ImageKey/source``; `nil` when every call passes its own fetch closure.
-    /// - Throws: ``StorageError/invalidConfiguration(field:value:reason:)`` for a bad
+    /// - Throws: `StorageError/invalidConfiguration(field:value:reason:)` for a bad
     ///   configuration, or the errors of opening the disk tier.
     public init(configuration: Configuration = .init(), fetcher: HTTPImageFetcher? = nil) throws {
         guard configuration.maximumConcurrentPrefetches > 0 else {
@@ -267,9 +267,9 @@ public final class ImageCache: Sendable {
     /// The cached variants of `source`'s image (every key with its source and a target size or
     /// processors), sorted by canonical string.
     ///
-    /// On disk this is a range scan of the key index (``DiskStore/keys(withPrefix:)``). Memory
+    /// On disk this is a range scan of the key index (`DiskStore/keys(withPrefix:)`). Memory
     /// is searched too, since it can hold variants the disk has evicted or never stored: a
-    /// memory-only cache lists its memory keys (``MemoryStore/keys()``) and keeps the variants,
+    /// memory-only cache lists its memory keys (`MemoryStore/keys()`) and keeps the variants,
     /// which costs O(n) in the entries in memory.
     ///
     /// - Parameter source: Any key of the image; only its ``ImageKey/source`` matters.
@@ -300,9 +300,9 @@ public final class ImageCache: Sendable {
 
     /// Removes every image from `tiers`.
     ///
-    /// - Parameter tiers: ``StorageTiers/memory``, ``StorageTiers/disk`` or both (the default).
+    /// - Parameter tiers: `StorageTiers/memory`, `StorageTiers/disk` or both (the default).
     /// - Returns: The entries each tier held when the clear began, expired ones included.
-    /// - Throws: ``StorageError/invalidInput(_:)`` when `tiers` names only a tier the cache does
+    /// - Throws: `StorageError/invalidInput(_:)` when `tiers` names only a tier the cache does
     ///   not have (the disk of a memory-only cache), or disk errors.
     @discardableResult
     public func removeAll(tiers: StorageTiers = .all) async throws -> RemovalCounts {
@@ -353,5 +353,5 @@ extension ImageResult.Source {
     }
 }
 
-/// Where the cache runs disk work that ``Storage`` has no `async` form for.
+/// Where the cache runs disk work that `Storage` has no `async` form for.
 private let imageIOQueue = DispatchQueue(label: "larder.image.io", qos: .userInitiated, attributes: .concurrent)
