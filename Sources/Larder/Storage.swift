@@ -179,7 +179,8 @@ public final class Storage<Key: CacheKey, Value>: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         if let encoded, let disk {
-            try disk.setData(encoded, forKey: key.cacheKey, expiry: expiry, isCompressible: transformer.isCompressible)
+            try disk.setData(
+                encoded, forKey: key.cacheKey, expiry: expiry, isCompressible: transformer.isCompressible(value))
         } else if tiers == .memory, let disk {
             // A memory-only write must not leave an older disk value to resurface later.
             try disk.removeData(forKey: key.cacheKey)

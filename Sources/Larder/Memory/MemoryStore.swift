@@ -280,6 +280,25 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
         withExtendedLifetime(graveyard) {}
     }
 
+    /// The keys of every live entry, from most to least recently used.
+    ///
+    /// Does not mark any entry used or count as a read. Entries that have expired but are not
+    /// yet removed are left out. Use it to enumerate what the tier holds, for example every
+    /// key with a given prefix; it copies each key.
+    ///
+    /// ```swift
+    /// let thumbnails = store.keys().filter { $0.hasPrefix("thumb/") }
+    /// ```
+    ///
+    /// - Returns: The keys, most recently used first.
+    /// - Complexity: O(n) in the number of entries, under the lock.
+    public func keys() -> [Key] {
+        let now = currentTime()
+        lock.lock()
+        defer { lock.unlock() }
+        return state.liveKeysByRecency(now: now)
+    }
+
     // MARK: - Totals and statistics
 
     /// The number of entries held, including expired ones not yet removed.
@@ -789,6 +808,13 @@ extension MemoryStore {
 
         func keysByRecency() -> [Key] {
             policy.slotsByRecency().map { slots[$0]!.key }
+        }
+
+        func liveKeysByRecency(now: Double) -> [Key] {
+            policy.slotsByRecency().compactMap { slot in
+                let entry = slots[slot]!
+                return entry.expiration > now ? entry.key : nil
+            }
         }
 
         func invariantViolations() -> [String] {
