@@ -174,12 +174,15 @@ public final class Storage<Key: CacheKey, Value>: @unchecked Sendable {
         if let expiry, !expiry.isValid {
             throw StorageError.invalidInput("expiry \(expiry) is not a finite time")
         }
+        // Caller code (the transformer) runs before the stripe lock is taken.
         let encoded: Data? = try tiers.contains(.disk) && disk != nil ? encode(value) : nil
+        let compressible = encoded != nil && transformer.isCompressible(value)
         let lock = stripe(for: key)
         lock.lock()
         defer { lock.unlock() }
         if let encoded, let disk {
-            try disk.setData(encoded, forKey: key.cacheKey, expiry: expiry, isCompressible: transformer.isCompressible)
+            try disk.setData(
+                encoded, forKey: key.cacheKey, expiry: expiry, isCompressible: compressible)
         } else if tiers == .memory, let disk {
             // A memory-only write must not leave an older disk value to resurface later.
             try disk.removeData(forKey: key.cacheKey)

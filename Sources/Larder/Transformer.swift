@@ -20,6 +20,16 @@ public struct Transformer<Value>: Sendable {
     public var decode: @Sendable (Data) throws -> Value
     /// Whether gzip may help (`false` for already-compressed formats). Defaults to `true`.
     public var isCompressible: Bool
+    /// Decides per value whether gzip may help, in place of ``isCompressible``, for values whose
+    /// encoding depends on their content (a PNG is already compressed, an SVG is not).
+    /// Called once per disk write, outside any lock. Defaults to `nil`: ``isCompressible``
+    /// applies to every value.
+    ///
+    /// ```swift
+    /// var transformer = Transformer<Data>.data
+    /// transformer.isValueCompressible = { !$0.starts(with: [0x89, 0x50, 0x4E, 0x47]) } // not PNG
+    /// ```
+    public var isValueCompressible: (@Sendable (Value) -> Bool)?
 
     /// Creates a transformer from two closures.
     public init(
@@ -30,6 +40,11 @@ public struct Transformer<Value>: Sendable {
         self.encode = encode
         self.decode = decode
         self.isCompressible = isCompressible
+    }
+
+    /// Whether gzip may help for `value`: ``isValueCompressible`` when set, else ``isCompressible``.
+    func isCompressible(_ value: Value) -> Bool {
+        isValueCompressible?(value) ?? isCompressible
     }
 }
 

@@ -1,4 +1,5 @@
 public import Foundation
+public import Larder
 
 /// The identity of a cached image: its source, plus the target size and processors of a variant.
 ///
@@ -228,4 +229,9 @@ public struct ImageKey: Sendable, Hashable, CustomStringConvertible {
             .replacingOccurrences(of: ",", with: "%2C")
             .replacingOccurrences(of: "#", with: "%23")
     }
+}
+
+extension ImageKey: CacheKey {
+    /// The ``canonicalString``, which is what the disk tier stores and prefix scans match.
+    public var cacheKey: String { canonicalString }
 }

@@ -92,7 +92,8 @@ struct DiskStoreCrashTests {
             #expect(state.completedWrites == 300)
             #expect(state.inFlight.isEmpty)
             for (key, generation) in state.completed {
-                let data = try #require(try store.data(forKey: key))
+                let data = try #require(try store.data(forKey: key),
+                    "\(key) gen \(generation) missing; statistics \(store.statistics)")
                 #expect(CrashPayload.verify(data)?.generation == generation)
             }
         }

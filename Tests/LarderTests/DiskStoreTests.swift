@@ -1,11 +1,12 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import Larder
 
 @Suite(.timeLimit(.minutes(2)))
 struct DiskStoreTests {
     let folder: TemporaryDirectory
-    let clock = ManualClock()
+    let clock = TestClock(Date(timeIntervalSince1970: 1_700_000_000))
 
     init() throws {
         folder = try TemporaryDirectory("disk-store")
@@ -13,7 +14,7 @@ struct DiskStoreTests {
 
     func makeStore(_ configure: (inout DiskStore.Configuration) -> Void = { _ in }) throws -> DiskStore {
         var configuration = DiskStore.Configuration()
-        configuration.now = clock.function
+        configuration.now = clock.closure
         configuration.logHandler = nil
         configure(&configuration)
         return try DiskStore(directory: folder.url, configuration: configuration)
@@ -475,6 +476,30 @@ struct DiskStoreTests {
         #expect(store.totalSize == size)
     }
 
+    @Test func storesOpeningANewDirectoryAtOnceShareOneIndex() async throws {
+        // Given eight stores racing to create the same new index
+        let directory = folder.url.appendingPathComponent("race")
+        let logged = MessageLog()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    var configuration = DiskStore.Configuration()
+                    configuration.logHandler = { message in logged.append(message) }
+                    let store = try DiskStore(directory: directory, configuration: configuration)
+                    try store.setData(Data("\(worker)".utf8), forKey: "w\(worker)")
+                }
+            }
+            try await group.waitForAll()
+        }
+        // Then no store mistook another's fresh schema for a foreign database
+        #expect(logged.messages.isEmpty)
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        #expect(!names.contains { $0.contains("corrupt") })
+        var configuration = DiskStore.Configuration()
+        configuration.logHandler = nil
+        #expect(try DiskStore(directory: directory, configuration: configuration).keys().count == 8)
+    }
+
     @Test func twoStoresOnOneDirectorySeeEachOther() throws {
         let first = try makeStore()
         let second = try makeStore()
@@ -486,6 +511,13 @@ struct DiskStoreTests {
         #expect(try first.data(forKey: "a") == nil)
         #expect(first.totalCount == 0 && second.totalCount == 0)
     }
+}
+
+/// Collects a store's log messages across threads.
+final class MessageLog: Sendable {
+    private let storage = Mutex<[String]>([])
+    func append(_ message: String) { storage.withLock { $0.append(message) } }
+    var messages: [String] { storage.withLock { $0 } }
 }
 
 /// Values that name their key and can be checked for damage.

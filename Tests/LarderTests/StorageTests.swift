@@ -5,7 +5,7 @@ import Testing
 @Suite(.timeLimit(.minutes(2)))
 struct StorageTests {
     let folder: TemporaryDirectory
-    let clock = ManualClock()
+    let clock = TestClock(Date(timeIntervalSince1970: 1_700_000_000))
 
     init() throws {
         folder = try TemporaryDirectory("storage")
@@ -17,8 +17,8 @@ struct StorageTests {
     ) throws -> Storage<String, Value> {
         var configuration = Storage<String, Value>.Configuration()
         configuration.directory = directory ? folder.url.appendingPathComponent("cache") : nil
-        configuration.memory.now = clock.function
-        configuration.disk.now = clock.function
+        configuration.memory.now = clock.closure
+        configuration.disk.now = clock.closure
         configuration.disk.logHandler = nil
         configure(&configuration)
         return try Storage(configuration: configuration, transformer: transformer)
@@ -314,5 +314,40 @@ struct StorageTests {
         try await storage.removeAll()
         let after = try await storage.value(forKey: "k")
         #expect(after == nil)
+    }
+
+    // MARK: - Per-value compressibility and memory keys (used by LarderImage)
+
+    @Test func perValueCompressibilityDecidesWhichValuesAreGzipped() throws {
+        // Given a gzip disk tier and a transformer that calls values starting with "raw" incompressible
+        var transformer = Transformer<String>.string
+        transformer.isValueCompressible = { !$0.hasPrefix("raw") }
+        let storage = try makeStorage(transformer) { $0.disk.compression = .gzip(level: 6) }
+        let repetitive = String(repeating: "a", count: 4_096)
+        // When both kinds are written
+        try storage.setValue("zip" + repetitive, forKey: "zip")
+        try storage.setValue("raw" + repetitive, forKey: "raw")
+        // Then only the compressible one is stored gzipped, and both read back intact
+        let disk = try #require(storage.disk)
+        #expect(try disk.entry(forKey: "zip")?.encoding == .gzip)
+        #expect(try disk.entry(forKey: "raw")?.encoding == .raw)
+        #expect(try storage.value(forKey: "raw", tiers: .disk) == "raw" + repetitive)
+    }
+
+    @Test func memoryKeysListLiveEntriesMostRecentFirstWithoutTouchingThem() throws {
+        // Given three memory entries, one of which expires, and "a" read last
+        let storage = try makeStorage(.string, directory: false)
+        try storage.setValue("1", forKey: "a")
+        try storage.setValue("2", forKey: "b")
+        try storage.setValue("3", forKey: "c", expiry: .seconds(10))
+        _ = try storage.value(forKey: "a")
+        clock.advance(by: 11)
+        // When the keys are listed twice
+        let keys = storage.memory.keys()
+        let again = storage.memory.keys()
+        // Then the expired key is left out, the order is by recency, and listing changed no order
+        #expect(keys == ["a", "b"])
+        #expect(again == keys)
+        #expect(storage.memory.statistics.hits == 1)
     }
 }

@@ -110,6 +110,11 @@ final class DiskIndex {
         if version == schemaVersion { return }
         guard version == 0 else { throw ForeignIndexError(reason: "schema version \(version) is not \(schemaVersion)") }
         try connection.transaction {
+            // Another process may have created the schema while this one waited for the write
+            // lock: look again now that the lock is held.
+            let current = try connection.scalarInt64("PRAGMA user_version") ?? 0
+            if current == schemaVersion { return }
+            guard current == 0 else { throw ForeignIndexError(reason: "schema version \(current) is not \(schemaVersion)") }
             let objects = try connection.scalarInt64("SELECT count(*) FROM sqlite_schema") ?? 0
             guard objects == 0 else {
                 throw ForeignIndexError(reason: "the database holds \(objects) objects of another schema")

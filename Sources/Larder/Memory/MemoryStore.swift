@@ -280,6 +280,25 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
         withExtendedLifetime(graveyard) {}
     }
 
+    /// The keys of every live entry, from most to least recently used.
+    ///
+    /// Does not mark any entry used or count as a read. Entries that have expired but are not
+    /// yet removed are left out. Use it to enumerate what the tier holds, for example every
+    /// key with a given prefix; it copies each key.
+    ///
+    /// ```swift
+    /// let thumbnails = store.keys().filter { $0.hasPrefix("thumb/") }
+    /// ```
+    ///
+    /// - Returns: The keys, most recently used first.
+    /// - Complexity: O(n) in the number of entries, under the lock.
+    public func keys() -> [Key] {
+        let now = currentTime()
+        lock.lock()
+        defer { lock.unlock() }
+        return state.liveKeysByRecency(now: now)
+    }
+
     // MARK: - Totals and statistics
 
     /// The number of entries held, including expired ones not yet removed.
@@ -641,7 +660,6 @@ extension MemoryStore {
             _ value: Value, forKey key: Key, cost: Int, expiration: Double, now: Double?,
             into graveyard: inout Graveyard
         ) -> Bool {
-            let existing = index[key]
             guard
                 limits.countLimit > 0,
                 cost <= limits.entryCostLimit,
@@ -649,13 +667,20 @@ extension MemoryStore {
                 expiration == .infinity || expiration > now!
             else {
                 statistics.rejections += 1
-                if let existing { graveyard.bury(removeSlot(existing).value) }
+                if let existing = index[key] { graveyard.bury(removeSlot(existing).value) }
                 return false
             }
             statistics.insertions += 1
 
+            // Keep the total representable: only reachable with costs near `Int.max`.
+            while usage.cost > Int.max - cost, let victim = policy.victim() {
+                evict(victim, reason: .cost, into: &graveyard)
+            }
+
+            // One hash lookup finds an existing entry or claims a slot for a new one.
+            let candidate = freeSlots.last ?? slots.count
             let slot: Int
-            if let existing {
+            if let existing = Self.claim(&index[key], with: candidate) {
                 slot = existing
                 let oldBucket = slots[slot].unsafelyUnwrapped.bucket
                 usage.subtract(cost: slots[slot].unsafelyUnwrapped.cost, bucket: oldBucket)
@@ -671,19 +696,14 @@ extension MemoryStore {
                     policy.didChangeBucket(slot, from: oldBucket, to: bucket)
                 }
             } else {
-                // Keep the total representable: only reachable with costs near `Int.max`.
-                while usage.cost > Int.max - cost, let victim = policy.victim() {
-                    evict(victim, reason: .cost, into: &graveyard)
-                }
+                slot = candidate
                 let entry = Slot(key: key, value: value, cost: cost, expiration: expiration, bucket: bucket)
-                if let free = freeSlots.popLast() {
-                    slot = free
-                    slots[slot] = entry
-                } else {
-                    slot = slots.count
+                if freeSlots.isEmpty {
                     slots.append(entry)
+                } else {
+                    freeSlots.removeLast()
+                    slots[slot] = entry
                 }
-                index[key] = slot
                 policy.didInsert(slot, bucket: bucket)
             }
             usage.add(cost: cost, bucket: bucket)
@@ -707,6 +727,17 @@ extension MemoryStore {
                 }
             }
             return true
+        }
+
+        /// Returns the slot `entry` holds, or stores `candidate` in it and returns `nil`.
+        ///
+        /// Called on `index[key]` so that a dictionary `_modify` access does the lookup and the
+        /// insertion with a single hash.
+        @inlinable @inline(__always)
+        static func claim(_ entry: inout Int?, with candidate: Int) -> Int? {
+            if let existing = entry { return existing }
+            entry = candidate
+            return nil
         }
 
         /// Removes the entry for `key`, returning it.
@@ -777,6 +808,13 @@ extension MemoryStore {
 
         func keysByRecency() -> [Key] {
             policy.slotsByRecency().map { slots[$0]!.key }
+        }
+
+        func liveKeysByRecency(now: Double) -> [Key] {
+            policy.slotsByRecency().compactMap { slot in
+                let entry = slots[slot]!
+                return entry.expiration > now ? entry.key : nil
+            }
         }
 
         func invariantViolations() -> [String] {

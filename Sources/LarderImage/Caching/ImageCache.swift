@@ -1,0 +1,357 @@
+public import Foundation
+public import Larder
+import Dispatch
+import Synchronization
+
+/// A cache of encoded image bytes with their metadata, in memory and optionally on disk, that
+/// loads what it lacks exactly once.
+///
+/// `ImageCache` sits on a `Storage` of ``CachedImage`` values keyed by ``ImageKey``.
+/// ``image(for:fetch:)-(_,(ImageKey)->Data)`` answers from the first step that has the image:
+///
+/// 1. memory (``ImageResult/Source/memory``);
+/// 2. disk, promoting the image to memory (``ImageResult/Source/disk``);
+/// 3. for a variant key (a target size or processors), the cached original run through the
+///    registered ``ImageProcessor``s (``ImageResult/Source/processed``), before any fetch;
+/// 4. the fetch closure, or the ``HTTPImageFetcher`` the cache was created with
+///    (``ImageResult/Source/network``).
+///
+/// Fetched and processed bytes must be non-empty and of a known ``ImageFormat``; anything else
+/// throws ``ImageCacheError/invalidImageData(reason:)`` and caches nothing.
+///
+/// Concurrent requests for one key share one load: the fetch runs once and every waiter gets
+/// its result or its error. Cancelling one waiter's task makes that waiter throw
+/// `CancellationError` at once and leaves the others and the fetch alone; the fetch's task is
+/// cancelled only when every waiter has gone. A failed load caches nothing and is forgotten, so
+/// the next request fetches again.
+///
+/// ```swift
+/// let cache = try ImageCache { $0.directory = cachesURL.appendingPathComponent("images") }
+/// let key = ImageKey(URL(string: "https://example.com/cat.png")!)
+/// let result = try await cache.image(for: key) { key in
+///     try await myHTTPClient.data(from: key.source)
+/// }
+/// print(result.source, result.metadata.format, result.metadata.pixelWidth ?? 0)  // "network png 640"
+/// ```
+///
+/// The memory cost of an image is ``ImageMetadata/memoryCost``: its decoded size when the
+/// header gives the pixel size, else its byte count. On disk, already-compressed formats skip
+/// gzip.
+///
+/// - Important: Methods that reach the disk run that I/O off the caller's executor, on
+///   Larder's I/O queues.
+public final class ImageCache: Sendable {
+    /// The configuration the cache was created with.
+    public let configuration: Configuration
+    /// The storage underneath: its `Storage/statistics` count the cache's hits and misses.
+    public let storage: Storage<ImageKey, CachedImage>
+    /// The fetcher ``image(for:)`` uses, or `nil` when the cache was created without one.
+    public let fetcher: HTTPImageFetcher?
+
+    private let processors: Mutex<[String: ImageProcessor]>
+    /// Loads in flight, one per key.
+    let loads = RequestCoalescer<ImageKey, ImageResult>()
+    /// Prefetch batches in flight, for ``cancelPrefetching()``.
+    let prefetches = Mutex(PrefetchBatches())
+    /// Shared by every prefetch batch, so the bound holds across batches.
+    let prefetchPermits: AsyncSemaphore
+
+    /// Creates a cache.
+    ///
+    /// - Parameters:
+    ///   - configuration: The tiers, processors and prefetch bound.
+    ///   - fetcher: The fetcher ``image(for:)`` and ``prefetch(_:)`` use to download
+    ///     ``ImageKey/source``; `nil` when every call passes its own fetch closure.
+    /// - Throws: `StorageError/invalidConfiguration(field:value:reason:)` for a bad
+    ///   configuration, or the errors of opening the disk tier.
+    public init(configuration: Configuration = .init(), fetcher: HTTPImageFetcher? = nil) throws {
+        guard configuration.maximumConcurrentPrefetches > 0 else {
+            throw StorageError.invalidConfiguration(
+                field: "maximumConcurrentPrefetches", value: "\(configuration.maximumConcurrentPrefetches)",
+                reason: "must be greater than 0")
+        }
+        var storageConfiguration = Storage<ImageKey, CachedImage>.Configuration(
+            memory: configuration.memory, directory: configuration.directory, disk: configuration.disk)
+        if storageConfiguration.memory.cost == nil {
+            storageConfiguration.memory.cost = { $0.metadata.memoryCost }
+        }
+        self.configuration = configuration
+        self.storage = try Storage(configuration: storageConfiguration, transformer: .cachedImage)
+        self.fetcher = fetcher
+        self.processors = Mutex(Dictionary(configuration.processors.map { ($0.identifier, $0) }) { $1 })
+        self.prefetchPermits = AsyncSemaphore(permits: configuration.maximumConcurrentPrefetches)
+    }
+
+    /// Creates a cache with a configuration edited by `configure`.
+    ///
+    /// ```swift
+    /// let cache = try ImageCache(fetcher: HTTPImageFetcher()) { $0.directory = imagesURL }
+    /// ```
+    public convenience init(fetcher: HTTPImageFetcher? = nil, _ configure: (inout Configuration) -> Void) throws {
+        var configuration = Configuration()
+        configure(&configuration)
+        try self.init(configuration: configuration, fetcher: fetcher)
+    }
+
+    // MARK: - Processors
+
+    /// Registers `processor`, replacing any processor with the same identifier.
+    ///
+    /// Loads already in flight may or may not see it.
+    public func register(_ processor: ImageProcessor) {
+        processors.withLock { $0[processor.identifier] = processor }
+    }
+
+    // MARK: - Loading
+
+    /// The image for `key`: from memory, disk, the cached original through processors, or else
+    /// `fetch`.
+    ///
+    /// While a load for `key` is in flight, other calls for `key` wait for it instead of
+    /// starting their own; the first caller's `fetch` is the one that runs.
+    ///
+    /// - Parameters:
+    ///   - key: The image, or a variant of it.
+    ///   - fetch: Downloads the bytes for a key (the variant's key when a variant cannot be
+    ///     made from a cached original). Runs in its own task, cancelled only when every
+    ///     waiter has gone.
+    /// - Returns: The image and the step that produced it.
+    /// - Throws: `fetch`'s or a processor's error, ``ImageCacheError/invalidImageData(reason:)``
+    ///   for bytes that are not an image, `CancellationError` when the calling task is
+    ///   cancelled, or `StorageError` when the disk cannot be read.
+    public func image(
+        for key: ImageKey, fetch: @escaping @Sendable (ImageKey) async throws -> Data
+    ) async throws -> ImageResult {
+        try await load(key, from: .closure { FetchedBytes(data: try await fetch($0)) })
+    }
+
+    /// The image for `key`, fetching a ``FetchedImage`` so that its `ETag` and `Last-Modified`
+    /// validators are cached with it.
+    ///
+    /// Works as ``image(for:fetch:)-(_,(ImageKey)->Data)`` does.
+    public func image(
+        for key: ImageKey, fetch: @escaping @Sendable (ImageKey) async throws -> FetchedImage
+    ) async throws -> ImageResult {
+        try await load(key, from: .closure { key in
+            let fetched = try await fetch(key)
+            return FetchedBytes(data: fetched.data, entityTag: fetched.entityTag, lastModified: fetched.lastModified)
+        })
+    }
+
+    /// The image for `key`, downloading ``ImageKey/source`` with the cache's ``fetcher``.
+    ///
+    /// The fetcher downloads originals only: a missing variant is made from its original
+    /// (fetched first when not cached) by the registered processors.
+    ///
+    /// - Important: The download uses the key's canonical source, from which the key filter
+    ///   removed volatile query items. If the server needs them (a signed URL), pass a fetch
+    ///   closure that knows the full URL.
+    /// - Throws: ``ImageCacheError/noFetcher`` when the cache has no fetcher and the image is
+    ///   not cached, ``ImageCacheError/unsupportedSource(_:)`` for a source that is not an
+    ///   `http(s)` URL, ``ImageCacheError/processorNotRegistered(identifier:)`` for a variant
+    ///   that no registered processors can make, and ``ImageFetchError`` from the fetcher.
+    public func image(for key: ImageKey) async throws -> ImageResult {
+        try await load(key, from: fetcher.map(FetchSource.fetcher) ?? .none)
+    }
+
+    /// The image for `key` if memory or disk holds it, without making or fetching anything.
+    ///
+    /// - Returns: The image with ``ImageResult/Source/memory`` or ``ImageResult/Source/disk``,
+    ///   or `nil` on a miss.
+    public func cachedImage(for key: ImageKey) async throws -> ImageResult? {
+        try await storage.entry(forKey: key).map { ImageResult(image: $0.value, source: Source($0.tier)) }
+    }
+
+    /// Checks `data` and stores it for `key` in every tier.
+    ///
+    /// - Parameters:
+    ///   - data: Encoded image bytes.
+    ///   - key: The image or variant they are.
+    ///   - entityTag: The `ETag` they were served with.
+    ///   - lastModified: The `Last-Modified` date they were served with.
+    /// - Returns: The stored image with its metadata.
+    /// - Throws: ``ImageCacheError/invalidImageData(reason:)`` for bytes that are not an image
+    ///   (nothing is stored), or `StorageError` when the disk write fails.
+    @discardableResult
+    public func storeImage(
+        _ data: Data, for key: ImageKey, entityTag: String? = nil, lastModified: String? = nil
+    ) async throws -> CachedImage {
+        let image = try CachedImage(data: data, entityTag: entityTag, lastModified: lastModified)
+        try await storage.setValue(image, forKey: key)
+        return image
+    }
+
+    /// Memory, then the coalesced rest of the lookup.
+    func load(_ key: ImageKey, from source: FetchSource) async throws -> ImageResult {
+        if let entry = try await storage.entry(forKey: key, tiers: .memory) {
+            return ImageResult(image: entry.value, source: .memory)
+        }
+        return try await loads.value(for: key) { try await self.resolve(key, from: source) }
+    }
+
+    /// Disk (memory again, in case a load just finished), variant from the original, fetch.
+    private func resolve(_ key: ImageKey, from source: FetchSource) async throws -> ImageResult {
+        if let entry = try await storage.entry(forKey: key) {
+            return ImageResult(image: entry.value, source: Source(entry.tier))
+        }
+        if !key.isOriginal, case let .success(steps) = processingSteps(for: key),
+           let original = try await storage.entry(forKey: key.original)?.value {
+            return try await makeVariant(of: original, for: key, steps: steps)
+        }
+        switch source {
+        case let .closure(fetch):
+            let fetched = try await fetch(key)
+            let image = try CachedImage(data: fetched.data, entityTag: fetched.entityTag, lastModified: fetched.lastModified)
+            await store(image, for: key)
+            return ImageResult(image: image, source: .network)
+        case let .fetcher(fetcher) where key.isOriginal:
+            let fetched = try await fetcher.fetch(try Self.url(of: key))
+            let image = try CachedImage(data: fetched.data, entityTag: fetched.entityTag, lastModified: fetched.lastModified)
+            await store(image, for: key)
+            return ImageResult(image: image, source: .network)
+        case .fetcher:
+            let steps = try processingSteps(for: key).get()
+            let original = try await load(key.original, from: source)
+            return try await makeVariant(of: original.image, for: key, steps: steps)
+        case .none:
+            throw ImageCacheError.noFetcher
+        }
+    }
+
+    /// The processors that make `key` from its original, in order, or the first one missing.
+    func processingSteps(for key: ImageKey) -> Result<[ImageProcessor], ImageCacheError> {
+        let registered = processors.withLock { $0 }
+        let identifiers = (key.targetSize == nil ? [] : [ImageProcessor.resizeIdentifier]) + key.processors
+        var steps: [ImageProcessor] = []
+        for identifier in identifiers {
+            guard let processor = registered[identifier] else {
+                return .failure(.processorNotRegistered(identifier: identifier))
+            }
+            steps.append(processor)
+        }
+        return .success(steps)
+    }
+
+    private func makeVariant(
+        of original: CachedImage, for key: ImageKey, steps: [ImageProcessor]
+    ) async throws -> ImageResult {
+        var image = original
+        for step in steps {
+            try Task.checkCancellation()
+            image = try CachedImage(data: try await step.process(image, key))
+        }
+        await store(image, for: key)
+        return ImageResult(image: image, source: .processed)
+    }
+
+    /// Stores a loaded image. A disk failure (a full disk, an image over the size limit) does
+    /// not fail the load that already has the image: it is logged and kept in memory only.
+    private func store(_ image: CachedImage, for key: ImageKey) async {
+        do {
+            try await storage.setValue(image, forKey: key)
+        } catch {
+            configuration.disk.logHandler?("image \(key) kept in memory only: \(error)")
+            storage.memory.setValue(image, forKey: key)
+        }
+    }
+
+    private static func url(of key: ImageKey) throws -> URL {
+        guard let url = URL(string: key.source), let scheme = url.scheme?.lowercased(),
+              scheme == "http" || scheme == "https", url.host != nil
+        else { throw ImageCacheError.unsupportedSource(key.source) }
+        return url
+    }
+
+    // MARK: - Variants and removal
+
+    /// The cached variants of `source`'s image (every key with its source and a target size or
+    /// processors), sorted by canonical string.
+    ///
+    /// On disk this is a range scan of the key index (`DiskStore/keys(withPrefix:)`). Memory
+    /// is searched too, since it can hold variants the disk has evicted or never stored: a
+    /// memory-only cache lists its memory keys (`MemoryStore/keys()`) and keeps the variants,
+    /// which costs O(n) in the entries in memory.
+    ///
+    /// - Parameter source: Any key of the image; only its ``ImageKey/source`` matters.
+    public func variants(of source: ImageKey) async throws -> [ImageKey] {
+        var found = Set(storage.memory.keys().filter { $0.isVariant(of: source) })
+        if let disk = storage.disk {
+            let prefix = source.variantPrefix
+            for string in try await offload({ try disk.keys(withPrefix: prefix) }) {
+                if let key = ImageKey(canonicalString: string), key.isVariant(of: source) { found.insert(key) }
+            }
+        }
+        return found.sorted { $0.canonicalString < $1.canonicalString }
+    }
+
+    /// Removes `source`'s original and every cached variant from every tier.
+    ///
+    /// Loads in flight are not cancelled; one that finishes afterwards stores its image.
+    ///
+    /// - Parameter source: Any key of the image; only its ``ImageKey/source`` matters.
+    /// - Returns: The number of keys removed (each counted once, whatever tiers held it).
+    @discardableResult
+    public func removeImage(source: ImageKey) async throws -> Int {
+        let keys = [source.original] + (try await variants(of: source))
+        return try await offload {
+            try keys.reduce(0) { count, key in try self.storage.removeValue(forKey: key) ? count + 1 : count }
+        }
+    }
+
+    /// Removes every image from `tiers`.
+    ///
+    /// - Parameter tiers: `StorageTiers/memory`, `StorageTiers/disk` or both (the default).
+    /// - Returns: The entries each tier held when the clear began, expired ones included.
+    /// - Throws: `StorageError/invalidInput(_:)` when `tiers` names only a tier the cache does
+    ///   not have (the disk of a memory-only cache), or disk errors.
+    @discardableResult
+    public func removeAll(tiers: StorageTiers = .all) async throws -> RemovalCounts {
+        try await offload {
+            let present = tiers.intersection(self.storage.availableTiers)
+            var counts = RemovalCounts()
+            if present.contains(.memory) { counts.memory = self.storage.memory.totalCount }
+            if present.contains(.disk), let disk = self.storage.disk { counts.disk = disk.totalCount }
+            try self.storage.removeAll(tiers: tiers)
+            return counts
+        }
+    }
+
+    // MARK: - Helpers
+
+    private func offload<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        guard storage.disk != nil else { return try work() }
+        return try await withCheckedThrowingContinuation { continuation in
+            imageIOQueue.async { continuation.resume(with: Result { try work() }) }
+        }
+    }
+}
+
+extension ImageCache {
+    /// Where the bytes of a missing image come from.
+    enum FetchSource: Sendable {
+        case closure(@Sendable (ImageKey) async throws -> FetchedBytes)
+        case fetcher(HTTPImageFetcher)
+        case none
+    }
+
+    /// Fetched bytes with their validators, whatever the fetch closure returned.
+    struct FetchedBytes: Sendable {
+        var data: Data
+        var entityTag: String? = nil
+        var lastModified: String? = nil
+    }
+
+    typealias Source = ImageResult.Source
+}
+
+extension ImageResult.Source {
+    init(_ tier: StorageTier) {
+        switch tier {
+        case .memory: self = .memory
+        case .disk: self = .disk
+        }
+    }
+}
+
+/// Where the cache runs disk work that `Storage` has no `async` form for.
+private let imageIOQueue = DispatchQueue(label: "larder.image.io", qos: .userInitiated, attributes: .concurrent)

@@ -1,0 +1,174 @@
+import Foundation
+@testable import Larder
+
+/// An obviously correct, slow model of ``MemoryStore`` for differential tests.
+///
+/// Entries live in one array ordered by recency (index 0 = most recently used); every operation
+/// is a linear scan. It shares no code with the store: the overflow targets, bucket choice and
+/// eviction loops are written out again from the documented rules.
+struct ReferenceMemoryStore<Key: Hashable & Sendable, Value> {
+    struct Item {
+        var key: Key
+        var value: Value
+        var cost: Int
+        var expiration: Double  // .infinity = never
+        var bucket: Int?
+    }
+
+    let countLimit: Int
+    let costLimit: Int
+    let entryCostLimit: Int
+    let buckets: [SizeBucket]
+    let ratio: Double
+    let defaultExpiry: Expiry
+    let measure: (Value) -> Int
+
+    private(set) var items: [Item] = []
+    private(set) var statistics = MemoryStore<Key, Value>.Statistics()
+
+    init(_ configuration: MemoryStore<Key, Value>.Configuration, measure: @escaping (Value) -> Int) {
+        countLimit = configuration.countLimit
+        costLimit = configuration.costLimit
+        entryCostLimit = configuration.entryCostLimit
+        buckets = configuration.sizeBuckets
+        ratio = configuration.overflowTrimRatio
+        defaultExpiry = configuration.defaultExpiry
+        self.measure = measure
+    }
+
+    var totalCount: Int { items.count }
+    var totalCost: Int { items.reduce(0) { $0 + $1.cost } }
+    var keysByRecency: [Key] { items.map(\.key) }
+
+    /// "At or below (1 - ratio) × limit", for limits small enough to be exact in a Double.
+    private func target(_ limit: Int) -> Int {
+        ratio == 0 ? limit : Int((Double(limit) * (1 - ratio) + 1e-9).rounded(.down))
+    }
+
+    private func position(of key: Key) -> Int? {
+        items.firstIndex { $0.key == key }
+    }
+
+    private func isExpired(_ item: Item, now: Double) -> Bool {
+        item.expiration <= now
+    }
+
+    mutating func value(forKey key: Key, now: Double) -> Item? {
+        guard let position = position(of: key) else {
+            statistics.misses += 1
+            return nil
+        }
+        if isExpired(items[position], now: now) {
+            items.remove(at: position)
+            statistics.misses += 1
+            statistics.expirations += 1
+            return nil
+        }
+        statistics.hits += 1
+        let item = items.remove(at: position)
+        items.insert(item, at: 0)
+        return item
+    }
+
+    mutating func containsValue(forKey key: Key, now: Double) -> Bool {
+        guard let position = position(of: key) else { return false }
+        if isExpired(items[position], now: now) {
+            items.remove(at: position)
+            statistics.expirations += 1
+            return false
+        }
+        return true
+    }
+
+    @discardableResult
+    mutating func setValue(_ value: Value, forKey key: Key, cost: Int?, expiry: Expiry?, now: Double) -> Bool {
+        let cost = cost ?? measure(value)
+        let expiration: Double
+        switch expiry ?? defaultExpiry {
+        case .never: expiration = .infinity
+        case .seconds(let seconds): expiration = now + seconds
+        case .date(let date): expiration = date.timeIntervalSinceReferenceDate
+        }
+        var bucket: Int?
+        var fitsABucket = buckets.isEmpty
+        for index in buckets.indices.reversed() where cost <= buckets[index].maxEntryCost {
+            bucket = index  // the smallest bucket that fits wins, as the loop runs backwards
+            fitsABucket = true
+        }
+        if let old = position(of: key) {
+            items.remove(at: old)
+        }
+        let admitted = countLimit > 0 && cost <= entryCostLimit && cost <= costLimit
+            && fitsABucket && expiration > now
+        guard admitted else {
+            statistics.rejections += 1
+            return false
+        }
+        statistics.insertions += 1
+        items.insert(Item(key: key, value: value, cost: cost, expiration: expiration, bucket: bucket), at: 0)
+
+        if let bucket {
+            let inBucket = { (items: [Item]) in items.filter { $0.bucket == bucket }.count }
+            if inBucket(items) > buckets[bucket].countLimit {
+                while inBucket(items) > target(buckets[bucket].countLimit) {
+                    let last = items.lastIndex { $0.bucket == bucket }!
+                    if last == 0 { break }
+                    items.remove(at: last)
+                    statistics.bucketEvictions += 1
+                }
+            }
+        }
+        if items.count > countLimit {
+            while items.count > target(countLimit), items.count > 1 {
+                items.removeLast()
+                statistics.countEvictions += 1
+            }
+        }
+        if totalCost > costLimit {
+            while totalCost > target(costLimit), items.count > 1 {
+                items.removeLast()
+                statistics.costEvictions += 1
+            }
+        }
+        return true
+    }
+
+    mutating func removeValue(forKey key: Key, now: Double) -> Value? {
+        guard let position = position(of: key) else { return nil }
+        let item = items.remove(at: position)
+        return isExpired(item, now: now) ? nil : item.value
+    }
+
+    mutating func removeExpired(now: Double) -> Int {
+        let before = items.count
+        items = items.filter { $0.expiration > now }
+        statistics.expirations += before - items.count
+        return before - items.count
+    }
+
+    mutating func trim(toCount count: Int) {
+        while items.count > count {
+            items.removeLast()
+            statistics.countEvictions += 1
+        }
+    }
+
+    mutating func trim(toCost cost: Int) {
+        while totalCost > cost {
+            items.removeLast()
+            statistics.costEvictions += 1
+        }
+    }
+
+    mutating func removeAll() {
+        items.removeAll()
+    }
+
+    /// The statistics a store in the same state reports.
+    var snapshot: MemoryStore<Key, Value>.Statistics {
+        var result = statistics
+        result.totalCount = totalCount
+        result.totalCost = totalCost
+        return result
+    }
+}
