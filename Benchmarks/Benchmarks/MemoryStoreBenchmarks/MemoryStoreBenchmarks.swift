@@ -7,10 +7,18 @@ import Larder
 // MemoryStore: hits, misses, inserts that evict, overwrites, removals, a Zipf mix, and
 // two threads; 1,000 operations per iteration (results are per 1,000 operations, "K").
 // Run: cd Benchmarks && swift package benchmark --target MemoryStoreBenchmarks
+//
+// Stores are built once per benchmark in `setup` (10,000 entries) and reused by every iteration:
+// the measured operations keep them full, so each iteration sees the same steady state.
 
 final class Payload: Sendable {
     let bytes: Int
     init(_ bytes: Int) { self.bytes = bytes }
+}
+
+/// The store of one benchmark, built in setup.
+final class MemoryFixture: @unchecked Sendable {  // Written in setup, only read while measuring.
+    var store: MemoryStore<String, Payload>?
 }
 
 let benchmarks: @Sendable () -> Void = {
@@ -28,67 +36,65 @@ let benchmarks: @Sendable () -> Void = {
     var zipf = ZipfGenerator(count: 2 * capacity, alpha: 1.0, seed: 11)
     let zipfKeys = (0..<65_536).map { _ in keys[zipf.next()] }
 
-    func makeStore(countLimit: Int = capacity, prefill: Int = capacity) -> MemoryStore<String, Payload> {
-        let store = try! MemoryStore<String, Payload>(configuration: .init(countLimit: countLimit))
+    @Sendable func makeStore(countLimit: Int = capacity, overflowTrimRatio: Double = 0, prefill: Int = capacity)
+        -> MemoryStore<String, Payload>
+    {
+        let store = try! MemoryStore<String, Payload>(
+            configuration: .init(countLimit: countLimit, overflowTrimRatio: overflowTrimRatio))
         for i in 0..<prefill { store.setValue(payload, forKey: keys[i]) }
         return store
     }
 
-    Benchmark("MemoryStore.value(hit)") { benchmark in
-        let store = makeStore()
-        benchmark.startMeasurement()
+    /// Registers a benchmark on a store built once in setup by `make`.
+    func memory(
+        _ name: String, configuration: Benchmark.Configuration = Benchmark.defaultConfiguration,
+        make: @escaping @Sendable () -> MemoryStore<String, Payload> = { makeStore() },
+        _ body: @escaping @Sendable (Benchmark, MemoryStore<String, Payload>) -> Void
+    ) {
+        let fixture = MemoryFixture()
+        Benchmark(name, configuration: configuration) { benchmark in
+            body(benchmark, fixture.store!)
+        } setup: {
+            fixture.store = make()
+        } teardown: {
+            fixture.store = nil
+        }
+    }
+
+    memory("MemoryStore.value(hit)") { benchmark, store in
         for i in benchmark.scaledIterations {
             blackHole(store.value(forKey: keys[(i &* 7919) % capacity]))
         }
     }
 
-    Benchmark("MemoryStore.value(miss)") { benchmark in
-        let store = makeStore()
-        benchmark.startMeasurement()
+    memory("MemoryStore.value(miss)") { benchmark, store in
         for i in benchmark.scaledIterations {
             blackHole(store.value(forKey: keys[capacity + i % capacity]))
         }
     }
 
-    Benchmark("MemoryStore.setValue(evicting)") { benchmark in
-        // Full store, keys cycling through twice the capacity: every write is a new key that
-        // evicts the least recently used entry.
-        let store = makeStore()
-        benchmark.startMeasurement()
+    // Full store, keys cycling through twice the capacity: every write is a new key that evicts
+    // the least recently used entry.
+    memory("MemoryStore.setValue(evicting)") { benchmark, store in
         for i in benchmark.scaledIterations {
             store.setValue(payload, forKey: keys[(capacity + i) % keys.count])
         }
     }
 
-    Benchmark("MemoryStore.setValue(evicting, overflowTrimRatio 0.2)") { benchmark in
-        let store = try! MemoryStore<String, Payload>(configuration: .init(countLimit: capacity, overflowTrimRatio: 0.2))
-        for i in 0..<capacity { store.setValue(payload, forKey: keys[i]) }
-        benchmark.startMeasurement()
+    memory("MemoryStore.setValue(evicting, overflowTrimRatio 0.2)",
+           make: { makeStore(overflowTrimRatio: 0.2) }) { benchmark, store in
         for i in benchmark.scaledIterations {
             store.setValue(payload, forKey: keys[(capacity + i) % keys.count])
         }
     }
 
-    Benchmark("MemoryStore.setValue(overwrite)") { benchmark in
-        let store = makeStore()
-        benchmark.startMeasurement()
+    memory("MemoryStore.setValue(overwrite)") { benchmark, store in
         for i in benchmark.scaledIterations {
             store.setValue(payload, forKey: keys[(i &* 7919) % capacity])
         }
     }
 
-    Benchmark("MemoryStore.setValue(growing to 10k)") { benchmark in
-        // Inserts into an empty store with no limit reached: the cost of growing the tables.
-        let store = makeStore(countLimit: .max, prefill: 0)
-        benchmark.startMeasurement()
-        for i in benchmark.scaledIterations {
-            store.setValue(payload, forKey: keys[i % capacity])
-        }
-    }
-
-    Benchmark("MemoryStore.removeValue + setValue") { benchmark in
-        let store = makeStore()
-        benchmark.startMeasurement()
+    memory("MemoryStore.removeValue + setValue") { benchmark, store in
         for i in benchmark.scaledIterations {
             let key = keys[(i &* 7919) % capacity]
             blackHole(store.removeValue(forKey: key))
@@ -96,19 +102,15 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
-    Benchmark("MemoryStore.value(Zipf 1.0 get-or-set, 2× keys)") { benchmark in
-        let store = makeStore()
-        benchmark.startMeasurement()
+    memory("MemoryStore.value(Zipf 1.0 get-or-set, 2× keys)") { benchmark, store in
         for i in benchmark.scaledIterations {
             let key = zipfKeys[i & 65_535]
             if store.value(forKey: key) == nil { store.setValue(payload, forKey: key) }
         }
     }
 
-    Benchmark("MemoryStore.value(hit, 2 threads)") { benchmark in
-        let store = makeStore()
+    memory("MemoryStore.value(hit, 2 threads)") { benchmark, store in
         let count = benchmark.scaledIterations.count
-        benchmark.startMeasurement()
         DispatchQueue.concurrentPerform(iterations: 2) { thread in
             for i in 0..<(count / 2) {
                 blackHole(store.value(forKey: keys[((i * 2 + thread) &* 7919) % capacity]))
@@ -116,14 +118,22 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
-    Benchmark("MemoryStore.setValue(evicting, 2 threads)") { benchmark in
-        let store = makeStore()
+    memory("MemoryStore.setValue(evicting, 2 threads)") { benchmark, store in
         let count = benchmark.scaledIterations.count
-        benchmark.startMeasurement()
         DispatchQueue.concurrentPerform(iterations: 2) { thread in
             for i in 0..<(count / 2) {
                 store.setValue(payload, forKey: keys[(capacity + i * 2 + thread) % keys.count])
             }
+        }
+    }
+
+    // Filling an empty store with no limit reached: the cost of growing its tables. One
+    // iteration = one fresh store filled with 10,000 entries.
+    Benchmark("MemoryStore.setValue(fill an empty store to 10k)", configuration: .init(scalingFactor: .one)) { benchmark in
+        for _ in benchmark.scaledIterations {
+            let store = makeStore(countLimit: .max, prefill: 0)
+            for key in keys[0..<capacity] { store.setValue(payload, forKey: key) }
+            blackHole(store)
         }
     }
 }
