@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Larder side by side with its peers and the hardware, in one run.
 #
-#   Benchmarks/compare.sh              full run: 5 interleaved rounds (about 5-8 minutes on 2 cores)
+#   Benchmarks/compare.sh              full run: 5 interleaved rounds (about 8 minutes on 2 busy cores, plus the first build)
 #   QUICK=1 Benchmarks/compare.sh      smoke run: small counts, 2 rounds (about 1 minute once built)
 #   ROUNDS=7 Benchmarks/compare.sh     more rounds
 #
@@ -23,7 +23,7 @@ if [ "$QUICK" = 1 ]; then
     COUNTS=(n100=2000 n4k=1000 n100k=200 n1m=30 ncodec=40 ndigest=100000 nmem=300000 memcap=10000 openrepeats=3)
 else
     ROUNDS=${ROUNDS:-5}
-    COUNTS=(n100=20000 n4k=10000 n100k=1000 n1m=200 ncodec=300 ndigest=500000 nmem=3000000 memcap=10000 openrepeats=5)
+    COUNTS=(n100=15000 n4k=8000 n100k=800 n1m=150 ncodec=200 ndigest=300000 nmem=2000000 memcap=10000 openrepeats=5)
 fi
 OUT=${OUT:-results/compare.md}
 
