@@ -7,6 +7,7 @@ Reads <results>/eviction.csv and writes
                                      line per trace
   <results>/eviction-throughput.png  MemoryStore and reference LRU requests/s vs cache size
 and, when <results>/scaling.csv exists, <results>/scaling.png (throughput vs entries).
+Also prints both as Markdown tables (for Benchmarks/README.md).
 """
 
 import csv
@@ -87,15 +88,38 @@ def plot_scaling(rows, out):
     fig.savefig(out, dpi=120)
 
 
+def markdown(rows, scaling):
+    sizes = {float(r["cache_fraction"]): int(r["cache_size"]) for r in rows}
+    fractions = sorted(sizes)
+    lines = ["| trace | " + " | ".join(f"{f * 100:g}% ({sizes[f]:,})" for f in fractions)
+             + " | MemoryStore req/s at 1% | reference LRU req/s at 1% |",
+             "|---|" + "---:|" * (len(fractions) + 2)]
+    for trace, points in by_trace(rows).items():
+        cells = {float(p["cache_fraction"]): p for p in points}
+        one = cells.get(0.01)
+        lines.append(f"| {trace} | " + " | ".join(f"{float(cells[f]['hit_ratio']):.3f}" for f in fractions)
+                     + (f" | {float(one['memorystore_requests_per_s']) / 1e6:.2f} M | "
+                        f"{float(one['reference_requests_per_s']) / 1e6:.2f} M |" if one else " | | |"))
+    if scaling:
+        lines += ["", "| store | entries | fill/s | get/s | set (new keys)/s | resident bytes/entry |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for r in scaling:
+            lines.append(f"| {r['store']} | {int(r['entries']):,} | {float(r['fill_per_s']):,.0f} | "
+                         f"{float(r['get_per_s']):,.0f} | {float(r['set_per_s']):,.0f} | {r['rss_bytes_per_entry']} |")
+    return "\n".join(lines)
+
+
 def main():
     results = sys.argv[1] if len(sys.argv) > 1 else "results"
     rows = read(os.path.join(results, "eviction.csv"))
     plot_hit_ratio(rows, os.path.join(results, "eviction-hit-ratio.png"))
     plot_throughput(rows, os.path.join(results, "eviction-throughput.png"))
-    scaling = os.path.join(results, "scaling.csv")
-    if os.path.exists(scaling):
-        plot_scaling(read(scaling), os.path.join(results, "scaling.png"))
-    print("wrote plots to", results)
+    scaling_path = os.path.join(results, "scaling.csv")
+    scaling = read(scaling_path) if os.path.exists(scaling_path) else []
+    if scaling:
+        plot_scaling(scaling, os.path.join(results, "scaling.png"))
+    print(markdown(rows, scaling))
+    print("wrote plots to", results, file=sys.stderr)
 
 
 if __name__ == "__main__":
