@@ -17,7 +17,7 @@ struct ListCommand: ParsableCommand {
 
     @OptionGroup var cache: CacheOptions
 
-    @Option(help: ArgumentHelp("List at most this many entries.", valueName: "n"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("List at most this many entries.", valueName: "n"))
     var limit: EntryCount?
 
     @Option(help: ArgumentHelp("List only keys that start with this string.", valueName: "prefix"))

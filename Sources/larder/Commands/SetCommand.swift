@@ -18,7 +18,7 @@ struct SetCommand: ParsableCommand {
     @Argument(help: "The file to store; standard input when omitted.", completion: .file())
     var file: String?
 
-    @Option(help: ArgumentHelp("Expire the entry after this many seconds.", valueName: "seconds"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Expire the entry after this many seconds.", valueName: "seconds"))
     var ttl: Double?
 
     func validate() throws {

@@ -16,13 +16,13 @@ struct TrimCommand: ParsableCommand {
 
     @OptionGroup var cache: CacheOptions
 
-    @Option(help: ArgumentHelp("Trim until the stored size is at most this (e.g. 500000, 64K, 10M, 1G).", valueName: "bytes"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Trim until the stored size is at most this (e.g. 500000, 64K, 10M, 1G).", valueName: "bytes"))
     var size: ByteCount?
 
-    @Option(help: ArgumentHelp("Trim until at most this many entries remain.", valueName: "n"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Trim until at most this many entries remain.", valueName: "n"))
     var count: EntryCount?
 
-    @Option(help: ArgumentHelp("Remove this percentage of the entries (0-100), least recently used first.", valueName: "p"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Remove this percentage of the entries (0-100), least recently used first.", valueName: "p"))
     var percent: Double?
 
     @Flag(help: "Remove every expired entry.")

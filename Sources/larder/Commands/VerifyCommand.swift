@@ -9,7 +9,7 @@ struct VerifyCommand: ParsableCommand {
         abstract: "Check every entry: index row, blob file, checksum and decompression.",
         discussion: """
             Without --repair nothing is changed. Progress goes to standard error: a bar on a \
-            terminal, a line per tenth otherwise. Exit status: 0 when every entry is intact or \
+            terminal, otherwise a plain line per tenth (only the last line for fewer than 100 entries). Exit status: 0 when every entry is intact or \
             every damaged one was removed, 2 when damaged entries remain. With --json, prints \
             {"checked", "good", "damaged", "removed", "remaining", "damaged_entries": \
             [{"key", "damage"}]} where damage is one of missing-file, size-mismatch, \
@@ -47,8 +47,8 @@ struct VerifyCommand: ParsableCommand {
     }
 
     private func print(report: DiskStore.VerificationReport, directory: String) {
+        Swift.print("Checked \(formatCount(report.checkedCount)) \(report.checkedCount == 1 ? "entry" : "entries") in \(directory)")
         var table = Table([.left, .right])
-        table.append("Checked", "\(formatCount(report.checkedCount)) \(report.checkedCount == 1 ? "entry" : "entries") in \(directory)")
         table.append("Good", formatCount(report.goodCount))
         table.append("Damaged", formatCount(report.damagedEntries.count))
         table.print()
@@ -95,8 +95,9 @@ final class ProgressReporter {
             FileHandle.standardError.write(Data(line.utf8))
             drewBar = true
         } else {
+            // A line per tenth for a large cache; for a small one only the last line.
             let tenth = checked * 10 / total
-            guard tenth != lastDrawn, tenth > 0 else { return }
+            guard tenth != lastDrawn, checked == total || (total >= 100 && tenth > 0) else { return }
             lastDrawn = tenth
             printError("larder: \(label): \(formatCount(checked)) of \(formatCount(total)) entries checked")
         }

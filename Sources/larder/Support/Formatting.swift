@@ -110,6 +110,7 @@ struct Table {
                 }
                 if !isLast { line += "  " }
             }
+            while line.last == " " { line.removeLast() }
             return line
         }
     }
