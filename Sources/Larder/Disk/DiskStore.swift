@@ -31,11 +31,12 @@ public final class DiskStore: Sendable {
     /// The configuration the store was opened with.
     public let configuration: Configuration
 
-    private let files: BlobFiles
-    private let state: Mutex<State>
+    // Internal rather than private so `DiskStore+Verify.swift` can reach them.
+    let files: BlobFiles
+    let state: Mutex<State>
 
     /// Everything mutable, behind one lock. `index` is `nil` once the store is closed.
-    private struct State {
+    struct State {
         var index: DiskIndex?
         var pendingAccesses: [String: Int64] = [:]
         var oldestPendingAccess: Int64?
@@ -209,42 +210,28 @@ public final class DiskStore: Sendable {
 
     /// The stored bytes behind `location`, checked and decoded; `nil` when they are damaged.
     private func decode(_ location: DiskIndex.Location) throws -> Data? {
-        let stored: Data
-        if let file = location.file {
-            guard let bytes = try files.read(name: file, expectedSize: location.size) else { return nil }
-            stored = bytes
-        } else {
-            guard let bytes = location.inlineData, bytes.count == location.size else { return nil }
-            stored = bytes
-        }
-        guard CRC32.checksum(stored) == location.crc else { return nil }
-        switch Encoding(rawValue: Int(location.encodingCode)) {
-        case .raw?:
-            return stored.count == location.originalSize ? stored : nil
-        case .gzip?:
-            guard let data = try? Gzip.decompress(stored, maxSize: location.originalSize),
-                  data.count == location.originalSize else { return nil }
-            return data
-        case nil:
-            return nil
-        }
+        guard case .intact(let data) = try inspect(location) else { return nil }
+        return data
     }
 
     /// Removes a damaged entry if the row is still the one that was read. Returns `false` when
     /// the row changed meanwhile (the caller reads again).
-    private func drop(key: String, location: DiskIndex.Location) throws -> Bool {
+    ///
+    /// - Parameter isRead: `true` when a read found the damage: it counts as a miss and is
+    ///   logged. `verify(repair:)` passes `false`; its report lists the entry instead.
+    func drop(key: String, location: DiskIndex.Location, isRead: Bool = true) throws -> Bool {
         let removed = try state.withLock { state in
             let index = try Self.liveIndex(state)
             let removed = try index.connection.transaction { try index.deleteIfUnchanged(key: key, location: location) }
             if removed {
                 state.statistics.corruptEntriesDropped += 1
-                state.statistics.misses += 1
+                if isRead { state.statistics.misses += 1 }
                 state.pendingAccesses[key] = nil
             }
             return removed
         }
         if removed, let file = location.file { files.remove(name: file) }
-        if removed {
+        if removed && isRead {
             configuration.logHandler?("dropped damaged entry for key of \(key.utf8.count) bytes")
         }
         return removed
@@ -508,7 +495,7 @@ public final class DiskStore: Sendable {
 
     // MARK: - Locked helpers
 
-    private static func liveIndex(_ state: State) throws -> DiskIndex {
+    static func liveIndex(_ state: State) throws -> DiskIndex {
         guard let index = state.index else { throw StorageError.closed }
         return index
     }
