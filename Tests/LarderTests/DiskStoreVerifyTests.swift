@@ -5,7 +5,7 @@ import Testing
 @Suite(.timeLimit(.minutes(1)))
 struct DiskStoreVerifyTests {
     let folder: TemporaryDirectory
-    let clock = ManualClock()
+    let clock = TestClock(Date(timeIntervalSince1970: 1_700_000_000))
 
     init() throws {
         folder = try TemporaryDirectory("disk-store-verify")
@@ -13,7 +13,7 @@ struct DiskStoreVerifyTests {
 
     func makeStore(_ configure: (inout DiskStore.Configuration) -> Void = { _ in }) throws -> DiskStore {
         var configuration = DiskStore.Configuration()
-        configuration.now = clock.function
+        configuration.now = clock.closure
         configuration.logHandler = nil
         configure(&configuration)
         return try DiskStore(directory: folder.url, configuration: configuration)

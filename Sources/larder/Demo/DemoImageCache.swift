@@ -2,14 +2,11 @@ import Foundation
 import Larder
 import LarderImage
 
-/// The demo's image cache: image bytes in a `Storage` of their own, validated and measured
-/// with `ImageFormat` and `ImageHeader`.
-///
-/// This is the seam for `ImageCache`: when it lands, keep this type's two methods and replace
-/// their bodies with the `ImageCache` calls (store validated bytes; look an image up with the
-/// tier that answered). The demo's report code does not change.
+/// The demo's image cache: a real `ImageCache` (validation, metadata, decoded-size memory cost,
+/// gzip only for formats that gain from it), used through its `Storage` so the demo stays
+/// synchronous.
 struct DemoImageCache {
-    let storage: Storage<String, Data>
+    let cache: ImageCache
 
     /// An image read back from the cache.
     struct CachedImage {
@@ -24,29 +21,35 @@ struct DemoImageCache {
     }
 
     init(directory: URL, disk: DiskStore.Configuration, clock: DemoClock) throws {
-        var configuration = Storage<String, Data>.Configuration(directory: directory, disk: disk)
-        configuration.memory.now = clock.function
-        // Memory cost of an image is its decoded size (width × height × 4 × frames).
-        configuration.memory.cost = { data in ImageHeader.parse(data)?.estimatedDecodedCost ?? data.count }
-        // Image formats are already compressed: skip gzip.
-        let transformer = Transformer<Data>(encode: { $0 }, decode: { $0 }, isCompressible: false)
-        storage = try Storage(configuration: configuration, transformer: transformer)
+        cache = try ImageCache { configuration in
+            configuration.directory = directory
+            configuration.disk = disk
+            configuration.memory.now = clock.function
+        }
     }
 
-    /// Stores `data` when it is an image whose header can be read; refuses anything else.
+    var storage: Storage<ImageKey, LarderImage.CachedImage> { cache.storage }
+
+    /// Stores `data` when it is an image the cache accepts; refuses anything else.
     func store(_ data: Data, forKey key: String) throws -> StoreResult {
-        guard let header = ImageHeader.parse(data) else {
-            let format = ImageFormat.detect(data)
-            return .rejected(reason: format.map { "\($0) header unreadable" } ?? "not a known image format")
+        guard ImageFormat.detect(data) != nil else { return .rejected(reason: "not a known image format") }
+        let image: LarderImage.CachedImage
+        do {
+            image = try LarderImage.CachedImage(data: data)
+        } catch let error as ImageCacheError {
+            return .rejected(reason: "\(error)")
         }
-        try storage.setValue(data, forKey: key)
+        guard let header = ImageHeader.parse(image.data) else {
+            return .rejected(reason: "\(image.metadata.format) header unreadable")
+        }
+        try storage.setValue(image, forKey: ImageKey(key))
         return .stored(header)
     }
 
     /// The cached image for `key`, from `tiers`.
     func image(forKey key: String, tiers: StorageTiers = .all) throws -> CachedImage? {
-        guard let entry = try storage.entry(forKey: key, tiers: tiers) else { return nil }
-        return CachedImage(data: entry.value, header: ImageHeader.parse(entry.value), tier: entry.tier)
+        guard let entry = try storage.entry(forKey: ImageKey(key), tiers: tiers) else { return nil }
+        return CachedImage(data: entry.value.data, header: ImageHeader.parse(entry.value.data), tier: entry.tier)
     }
 }
 
