@@ -115,6 +115,12 @@ final class DiskIndex {
         if version == schemaVersion { return }
         guard version == 0 else { throw ForeignIndexError(reason: "schema version \(version) is not \(schemaVersion)") }
         try connection.transaction {
+            // Another process may have created the schema between the check above and this
+            // write lock: that is our schema, not a foreign one (moving it aside would split the
+            // two processes onto different files).
+            let current = try connection.scalarInt64("PRAGMA user_version") ?? 0
+            if current == schemaVersion { return }
+            guard current == 0 else { throw ForeignIndexError(reason: "schema version \(current) is not \(schemaVersion)") }
             let objects = try connection.scalarInt64("SELECT count(*) FROM sqlite_schema") ?? 0
             guard objects == 0 else {
                 throw ForeignIndexError(reason: "the database holds \(objects) objects of another schema")
