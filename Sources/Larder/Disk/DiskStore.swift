@@ -1,5 +1,4 @@
 public import Foundation
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -32,7 +31,8 @@ public final class DiskStore: Sendable {
     public let configuration: Configuration
 
     private let files: BlobFiles
-    private let state: Mutex<State>
+    /// An NSLock rather than `Mutex`, so ThreadSanitizer sees it (see ``Locked``).
+    private let state: Locked<State>
 
     /// Everything mutable, behind one lock. `index` is `nil` once the store is closed.
     private struct State {
@@ -81,7 +81,7 @@ public final class DiskStore: Sendable {
         try files.createDirectories()
 
         let (index, needsSweep) = try Self.openIndex(in: self.directory, configuration: configuration)
-        state = Mutex(State(index: index))
+        state = Locked(State(index: index))
         if needsSweep {
             DispatchQueue.global(qos: .utility).async { [weak self] in
                 self?.sweepInBackground()
@@ -543,7 +543,7 @@ public final class DiskStore: Sendable {
     /// emptied in place and `body` runs once more against the empty index: the entries are lost
     /// — a cache may lose entries, never return wrong ones — and the store keeps working. Their
     /// blob files become orphans for the sweep of the next open (the reset clears `last_sweep`).
-    private func withIndex<T>(_ body: (inout sending State) throws -> sending T) throws -> sending T {
+    private func withIndex<T>(_ body: (inout State) throws -> T) throws -> T {
         let configuration = configuration
         return try state.withLock { state in
             do {
