@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import Larder
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct MemoryStoreTests {
     typealias Store = MemoryStore<String, Int>
     let clock = TestClock()

@@ -2,8 +2,9 @@ import Foundation
 import Testing
 
 /// End-to-end tests of the built `larder` executable: every test runs it as a separate process
-/// on a fresh cache directory.
-@Suite(.timeLimit(.minutes(2)))
+/// on a fresh cache directory. Serialized: each test blocks its thread while the child runs,
+/// and in parallel they would hold every cooperative thread of a 2-core machine at once.
+@Suite(.serialized, .timeLimit(.minutes(2)))
 struct LarderToolTests {
     let temporary: TemporaryDirectory
     /// The test's own folder (deleted afterwards).
