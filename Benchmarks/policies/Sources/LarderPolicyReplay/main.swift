@@ -2,7 +2,7 @@
 // policies' hit, miss and evicting-insert paths.
 //
 //   LarderPolicyReplay replay <trace.u32> <cacheSize>...   → CSV: policy,cache_size,requests,misses
-//   LarderPolicyReplay time [entries] [operations]          → CSV: policy,operation,ns_per_op
+//   LarderPolicyReplay time [entries] [operations] [rounds] [policy] → CSV: policy,operation,ns_per_op
 //
 // A trace is a flat file of little-endian UInt32 object ids, one per request. Every object has
 // unit size: the store's countLimit is the cache size, costs are 1, and overflowTrimRatio is 0,
@@ -53,11 +53,11 @@ func scrambled(_ i: Int, _ n: Int) -> UInt32 {
     UInt32((i &* 2_654_435_761) % n)
 }
 
-func time(entries: Int, operations: Int, rounds: Int) throws {
+func time(entries: Int, operations: Int, rounds: Int, only: String?) throws {
     print("policy,operation,ns_per_op")
     var best: [String: Double] = [:]
     for _ in 0..<rounds {
-        for (name, policy) in policies {
+        for (name, policy) in policies where only == nil || only == name {
             // Hits: a full store, every read finds its key.
             let store = try makeStore(policy, countLimit: entries)
             for i in 0..<entries { store.setValue(UInt32(i), forKey: UInt32(i), cost: 1) }
@@ -80,7 +80,7 @@ func time(entries: Int, operations: Int, rounds: Int) throws {
             }
         }
     }
-    for (name, _) in policies {
+    for (name, _) in policies where only == nil || only == name {
         for operation in ["hit", "miss", "evicting_insert"] {
             print("\(name),\(operation),\(String(format: "%.1f", best["\(name),\(operation)"]!))")
         }
@@ -101,7 +101,9 @@ case "replay" where arguments.count >= 3:
 case "time":
     let entries = arguments.count > 1 ? Int(arguments[arguments.startIndex + 1])! : 10_000
     let operations = arguments.count > 2 ? Int(arguments[arguments.startIndex + 2])! : 2_000_000
-    try time(entries: entries, operations: operations, rounds: 5)
+    let rounds = arguments.count > 3 ? Int(arguments[arguments.startIndex + 3])! : 5
+    let only = arguments.count > 4 ? arguments[arguments.startIndex + 4] : nil
+    try time(entries: entries, operations: operations, rounds: rounds, only: only)
 default:
     FileHandle.standardError.write(Data("usage: LarderPolicyReplay replay <trace.u32> <cacheSize>... | time [entries] [operations]\n".utf8))
     exit(2)
