@@ -14,6 +14,11 @@ let package = Package(
     products: [
         .library(name: "Larder", targets: ["Larder"]),
         .library(name: "LarderImage", targets: ["LarderImage"]),
+        .executable(name: "larder", targets: ["larder"]),
+    ],
+    dependencies: [
+        // Used by the `larder` tool only; the library targets have no package dependencies.
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     ],
     targets: [
         .systemLibrary(
@@ -41,6 +46,16 @@ let package = Package(
             dependencies: ["Larder"],
             swiftSettings: strictSettings
         ),
+        // The command-line tool over a disk cache directory, and the README's demo.
+        .executableTarget(
+            name: "larder",
+            dependencies: [
+                "Larder",
+                "LarderImage",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strictSettings
+        ),
         // Test-only code shared by the test target and the crash helper (not a product).
         .target(
             name: "LarderTestSupport",
@@ -63,6 +78,12 @@ let package = Package(
             name: "LarderImageTests",
             dependencies: ["LarderImage", "Larder"],
             resources: [.copy("Fixtures")],
+            swiftSettings: strictSettings
+        ),
+        // Runs the built `larder` executable as a user would.
+        .testTarget(
+            name: "LarderToolTests",
+            dependencies: ["larder"],
             swiftSettings: strictSettings
         ),
     ],

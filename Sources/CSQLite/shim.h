@@ -13,4 +13,10 @@ static inline sqlite3_destructor_type csqlite_static(void) {
     return SQLITE_STATIC;
 }
 
+/// `sqlite3_db_config` is variadic: turns `SQLITE_DBCONFIG_RESET_DATABASE` on (1) or off (0).
+/// With it on, a `VACUUM` empties the database, even a corrupt one, under SQLite's own locks.
+static inline int csqlite_set_reset_database(sqlite3 *db, int on) {
+    return sqlite3_db_config(db, SQLITE_DBCONFIG_RESET_DATABASE, on, 0);
+}
+
 #endif

@@ -44,6 +44,13 @@ extension Storage {
         public var tier: StorageTier
         /// When the entry expires, or `nil` if it never does.
         public var expirationDate: Date?
+
+        @usableFromInline
+        init(value: Value, tier: StorageTier, expirationDate: Date?) {
+            self.value = value
+            self.tier = tier
+            self.expirationDate = expirationDate
+        }
     }
 }
 

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+public import Synchronization
 
 /// The two-tier cache: a ``MemoryStore`` in front of an optional ``DiskStore``.
 ///
@@ -39,7 +39,7 @@ public final class Storage<Key: CacheKey, Value>: @unchecked Sendable {
 
     /// Writes, removals and promotions of one key happen under that key's stripe lock.
     private let stripes: [NSLock]
-    private let counters = Counters()
+    @usableFromInline let counters = Counters()
 
     /// Creates a storage.
     ///
@@ -78,6 +78,7 @@ public final class Storage<Key: CacheKey, Value>: @unchecked Sendable {
     ///
     /// - Parameter tiers: Where to look; defaults to the configuration's default tiers.
     /// - Throws: ``StorageError`` for disk I/O failures or tiers the storage does not have.
+    @inlinable
     public func value(forKey key: Key, tiers: StorageTiers? = nil) throws -> Value? {
         try entry(forKey: key, tiers: tiers)?.value
     }
@@ -86,6 +87,7 @@ public final class Storage<Key: CacheKey, Value>: @unchecked Sendable {
     ///
     /// A disk hit is promoted into memory (when `tiers` includes memory) with the entry's
     /// remaining lifetime. Bytes the transformer cannot decode are a miss that removes them.
+    @inlinable
     public func entry(forKey key: Key, tiers: StorageTiers? = nil) throws -> Entry? {
         let tiers = try resolve(tiers)
         if let found = memoryEntry(forKey: key, tiers: tiers) { return found }
@@ -93,6 +95,7 @@ public final class Storage<Key: CacheKey, Value>: @unchecked Sendable {
     }
 
     /// The memory half of a read: no I/O, safe on any executor.
+    @inlinable
     func memoryEntry(forKey key: Key, tiers: StorageTiers) -> Entry? {
         guard tiers.contains(.memory) else { return nil }
         if let found = memory.entry(forKey: key) {
@@ -104,6 +107,7 @@ public final class Storage<Key: CacheKey, Value>: @unchecked Sendable {
     }
 
     /// The disk half of a read, after a memory miss: reads, decodes and promotes.
+    @usableFromInline
     func diskEntry(forKey key: Key, tiers: StorageTiers) throws -> Entry? {
         guard tiers.contains(.disk), let disk else {
             counters.misses.add(1, ordering: .relaxed)
@@ -275,6 +279,7 @@ public final class Storage<Key: CacheKey, Value>: @unchecked Sendable {
 
     /// The requested tiers narrowed to the ones this storage has; naming only missing tiers is
     /// an error rather than a silent no-op.
+    @inlinable
     func resolve(_ tiers: StorageTiers?) throws -> StorageTiers {
         let requested = tiers ?? configuration.defaultTiers
         let resolved = requested.intersection(availableTiers)
@@ -290,12 +295,13 @@ public final class Storage<Key: CacheKey, Value>: @unchecked Sendable {
 }
 
 /// Lock-free counters; relaxed ordering is enough for statistics.
-private final class Counters: Sendable {
-    let memoryHits = Atomic<Int>(0)
-    let memoryMisses = Atomic<Int>(0)
+@usableFromInline
+final class Counters: Sendable {
+    @usableFromInline let memoryHits = Atomic<Int>(0)
+    @usableFromInline let memoryMisses = Atomic<Int>(0)
     let diskHits = Atomic<Int>(0)
     let diskMisses = Atomic<Int>(0)
-    let misses = Atomic<Int>(0)
+    @usableFromInline let misses = Atomic<Int>(0)
     let promotions = Atomic<Int>(0)
     let writes = Atomic<Int>(0)
     let decodingFailures = Atomic<Int>(0)

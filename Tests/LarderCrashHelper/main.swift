@@ -1,64 +1,228 @@
-// A child process for the fault tests: writes to a DiskStore in a loop until it is killed.
+// A child process for the fault tests. Two modes:
 //
-// Usage: LarderCrashHelper <directory> <log> <seed> <fast|durable> <keyPrefix> <keyCount> [iterations]
+//   LarderCrashHelper write <directory> <log> [name=value…]
+//       Writes (and sometimes removes) keys in a loop until it is killed or has done
+//       `iterations` operations. Before each operation it appends "begin <key> <generation>" to
+//       the log and after it "done <key> <generation>", each line flushed with fsync, so the
+//       parent knows which operations completed and which one may have been in flight when it
+//       sent SIGKILL. Generation 0 means "removed". Options (defaults in brackets):
+//         seed [1]  durability=fast|durable [fast]  prefix [key]  keys [40]  iterations [∞]
+//         countLimit [∞]  removeEvery (every n-th operation is a remove) [never]
+//         maxSize (largest payload) [12000]  close=0|1 (close the store at the end) [1]
 //
-// Before each write it appends "begin <key> <generation>" to the log and after it
-// "done <key> <generation>", each line flushed with fsync, so the parent knows which writes
-// completed and which one may have been in flight when it sent SIGKILL.
+//   LarderCrashHelper full-disk <directory> <fileSizeLimit>
+//       Sets RLIMIT_FSIZE (SIGXFSZ ignored, so write(2) fails with EFBIG, as on a full disk),
+//       drives the store into failing writes of blobs and of index rows, checks after each
+//       failure that the store stays consistent, raises the limit ("space freed") and writes
+//       again. Prints "check <name> ok|FAIL <detail>" lines and "error <description>" lines
+//       for the parent to assert on; exits 0 when it ran to the end.
 import Foundation
 import Larder
 import LarderTestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+func fail(_ message: String, code: Int32) -> Never {
+    FileHandle.standardError.write(Data("LarderCrashHelper: \(message)\n".utf8))
+    exit(code)
+}
 
 let arguments = CommandLine.arguments
-guard arguments.count >= 7,
-      let seed = UInt64(arguments[3]),
-      let keyCount = Int(arguments[6]) else {
-    FileHandle.standardError.write(Data("usage: LarderCrashHelper dir log seed fast|durable prefix count [iterations]\n".utf8))
-    exit(64)
-}
-let directory = URL(fileURLWithPath: arguments[1])
-let iterations = arguments.count > 7 ? Int(arguments[7]) ?? .max : .max
-let prefix = arguments[5]
-
-var configuration = DiskStore.Configuration()
-configuration.durability = arguments[4] == "durable" ? .durable : .fast
-configuration.inlineThreshold = 2_048
-configuration.compression = .gzip(level: 1)
-configuration.logHandler = nil
-
-let store: DiskStore
-do {
-    store = try DiskStore(directory: directory, configuration: configuration)
-} catch {
-    FileHandle.standardError.write(Data("cannot open store: \(error)\n".utf8))
-    exit(70)
+guard arguments.count >= 3 else {
+    fail("usage: LarderCrashHelper write <dir> <log> [name=value…] | full-disk <dir> <bytes>", code: 64)
 }
 
-let log = open(arguments[2], O_WRONLY | O_APPEND | O_CREAT, 0o600)
-guard log >= 0 else { exit(71) }
-func record(_ line: String) {
-    var line = line + "\n"
-    line.withUTF8 { _ = write(log, $0.baseAddress, $0.count) }
-    fsync(log)
+switch arguments[1] {
+case "write": runWriter()
+case "full-disk": runFullDisk()
+default: fail("unknown mode \(arguments[1])", code: 64)
 }
 
-var random = CrashPayload.Generator(seed: seed)
-var generation = [Int](repeating: 0, count: keyCount)
-var done = 0
-while done < iterations {
-    let index = Int(random.next() % UInt64(keyCount))
-    generation[index] += 1
-    let key = "\(prefix)\(index)"
-    let gen = Int(seed % 100_000) * 1_000_000 + generation[index]
-    let payload = CrashPayload.make(key: key, generation: gen, size: Int(random.next() % 12_000))
-    record("begin \(key) \(gen)")
-    do {
-        try store.setData(payload, forKey: key)
-    } catch {
-        FileHandle.standardError.write(Data("write failed: \(error)\n".utf8))
-        exit(72)
+// MARK: - write
+
+func runWriter() {
+    guard arguments.count >= 4 else { fail("write needs <directory> <log>", code: 64) }
+    var options: [String: String] = [:]
+    for argument in arguments.dropFirst(4) {
+        let parts = argument.split(separator: "=", maxSplits: 1)
+        guard parts.count == 2 else { fail("bad option \(argument)", code: 64) }
+        options[String(parts[0])] = String(parts[1])
     }
-    record("done \(key) \(gen)")
-    done += 1
+    func number(_ name: String, _ fallback: Int) -> Int { options[name].flatMap(Int.init) ?? fallback }
+    let seed = UInt64(number("seed", 1))
+    let prefix = options["prefix"] ?? "key"
+    let keyCount = number("keys", 40)
+    let iterations = number("iterations", .max)
+    let removeEvery = number("removeEvery", 0)
+    let maxSize = number("maxSize", 12_000)
+
+    var configuration = DiskStore.Configuration()
+    configuration.durability = options["durability"] == "durable" ? .durable : .fast
+    configuration.inlineThreshold = 2_048
+    configuration.compression = .gzip(level: 1)
+    configuration.countLimit = number("countLimit", .max)
+    configuration.logHandler = nil
+
+    let store: DiskStore
+    do {
+        store = try DiskStore(directory: URL(fileURLWithPath: arguments[2]), configuration: configuration)
+    } catch {
+        fail("cannot open store: \(error)", code: 70)
+    }
+
+    let log = open(arguments[3], O_WRONLY | O_APPEND | O_CREAT, 0o600)
+    guard log >= 0 else { fail("cannot open log", code: 71) }
+    func record(_ line: String) {
+        var line = line + "\n"
+        line.withUTF8 { _ = write(log, $0.baseAddress, $0.count) }
+        fsync(log)
+    }
+
+    var random = CrashPayload.Generator(seed: seed)
+    var generation = [Int](repeating: 0, count: keyCount)
+    var done = 0
+    while done < iterations {
+        let index = Int(random.next() % UInt64(keyCount))
+        let key = "\(prefix)\(index)"
+        let isRemove = removeEvery > 0 && random.next() % UInt64(removeEvery) == 0
+        do {
+            if isRemove {
+                record("begin \(key) 0")
+                try store.removeData(forKey: key)
+                record("done \(key) 0")
+            } else {
+                generation[index] += 1
+                let gen = Int(seed % 100_000) * 1_000_000 + generation[index]
+                let payload = CrashPayload.make(key: key, generation: gen, size: Int(random.next() % UInt64(maxSize + 1)))
+                record("begin \(key) \(gen)")
+                try store.setData(payload, forKey: key)
+                record("done \(key) \(gen)")
+            }
+        } catch {
+            fail("operation on \(key) failed: \(error)", code: 72)
+        }
+        done += 1
+    }
+    if options["close"] != "0" { store.close() }
+    exit(0)
 }
-store.close()
+
+// MARK: - full-disk
+
+func runFullDisk() {
+    guard arguments.count >= 4, let limit = rlim_t(arguments[3]) else { fail("full-disk needs <dir> <bytes>", code: 64) }
+    let directory = URL(fileURLWithPath: arguments[2])
+    signal(SIGXFSZ, SIG_IGN)
+
+    func setFileSizeLimit(_ bytes: rlim_t) {
+        var limits = rlimit()
+        getrlimit(Int32(RLIMIT_FSIZE.rawValue), &limits)
+        limits.rlim_cur = min(bytes, limits.rlim_max)
+        guard setrlimit(Int32(RLIMIT_FSIZE.rawValue), &limits) == 0 else { fail("setrlimit failed", code: 73) }
+    }
+    func check(_ name: String, _ condition: Bool, _ detail: @autoclosure () -> String = "") {
+        print("check \(name) \(condition ? "ok" : "FAIL \(detail())")")
+    }
+
+    var configuration = DiskStore.Configuration()
+    configuration.inlineThreshold = 16 * 1024
+    configuration.logHandler = nil
+    let store: DiskStore
+    do {
+        store = try DiskStore(directory: directory, configuration: configuration)
+    } catch {
+        fail("cannot open store: \(error)", code: 70)
+    }
+    /// What each key must read back as (nil: absent).
+    var expected: [String: Data] = [:]
+
+    func verifyConsistency(_ phase: String) {
+        do {
+            let keys = try store.keys()
+            check("\(phase).keys-match-expected", Set(keys) == Set(expected.keys),
+                  "keys \(keys.count) expected \(expected.count)")
+            var size = 0
+            for key in keys { size += try store.entry(forKey: key)?.size ?? 0 }
+            check("\(phase).totals-exact", store.totalCount == keys.count && store.totalSize == size,
+                  "totals \(store.totalCount)/\(store.totalSize), recount \(keys.count)/\(size)")
+            for (key, value) in expected {
+                let read = try store.data(forKey: key)
+                check("\(phase).value-exact", read == value, "\(key) read \(read?.count ?? -1) bytes")
+            }
+            let tmp = (try? FileManager.default.contentsOfDirectory(atPath: directory.path + "/tmp")) ?? []
+            check("\(phase).tmp-empty", tmp.isEmpty, "\(tmp)")
+        } catch {
+            check("\(phase).readable", false, "\(error)")
+        }
+    }
+
+    setFileSizeLimit(limit)
+
+    // 1. Blobs: values that fit are written; one larger than the limit fails cleanly, also as
+    //    an overwrite, which must leave the previous value.
+    for index in 0..<3 {
+        let value = CrashPayload.make(key: "blob\(index)", generation: index + 1, size: Int(limit) / 4)
+        do {
+            try store.setData(value, forKey: "blob\(index)")
+            expected["blob\(index)"] = value
+        } catch {
+            check("blob.small-write", false, "\(error)")
+        }
+    }
+    for key in ["blob-new", "blob0"] {
+        do {
+            try store.setData(CrashPayload.make(key: key, generation: 99, size: Int(limit) * 2), forKey: key)
+            check("blob.oversized-write-throws", false, "no error for \(key)")
+        } catch let error as StorageError {
+            print("error blob \(error)")
+            if case .io = error { check("blob.oversized-write-throws", true) } else {
+                check("blob.oversized-write-throws", false, "\(error)")
+            }
+        } catch {
+            check("blob.oversized-write-throws", false, "\(error)")
+        }
+    }
+    verifyConsistency("blob")
+
+    // 2. Index rows: inline values to new keys until the index (database or WAL) cannot grow.
+    var indexFailure: (any Error)?
+    for index in 0..<10_000 {
+        let key = "row\(index)"
+        let value = CrashPayload.make(key: key, generation: 1, size: 8_000)
+        do {
+            try store.setData(value, forKey: key, isCompressible: false)
+            expected[key] = value
+        } catch {
+            indexFailure = error
+            break
+        }
+    }
+    check("index.write-throws", indexFailure is StorageError, "\(String(describing: indexFailure))")
+    print("error index \(indexFailure.map { "\($0)" } ?? "none")")
+    // An overwrite that cannot be stored keeps the previous value.
+    do {
+        try store.setData(CrashPayload.make(key: "row0", generation: 2, size: 15_000), forKey: "row0", isCompressible: false)
+        expected["row0"] = CrashPayload.make(key: "row0", generation: 2, size: 15_000)
+        print("note index overwrite succeeded")
+    } catch {
+        print("note index overwrite failed: \(error)")
+    }
+    verifyConsistency("index")
+
+    // 3. Space freed: every kind of write works again.
+    setFileSizeLimit(rlim_t.max) // RLIM_INFINITY
+    do {
+        for (key, size) in [("after-blob", Int(limit) * 2), ("after-row", 100), ("blob0", 50_000)] {
+            let value = CrashPayload.make(key: key, generation: 3, size: size)
+            try store.setData(value, forKey: key)
+            expected[key] = value
+        }
+        check("freed.writes-succeed", true)
+    } catch {
+        check("freed.writes-succeed", false, "\(error)")
+    }
+    verifyConsistency("freed")
+    store.close()
+    exit(0)
+}

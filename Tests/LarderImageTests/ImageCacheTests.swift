@@ -4,7 +4,7 @@ import Larder
 import Synchronization
 import Testing
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct ImageCacheTests {
     let folder: TemporaryDirectory
     let png: Data

@@ -2,7 +2,7 @@ import Foundation
 @testable import LarderImage
 import Testing
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct ImageFormatTests {
     // MARK: - Fixtures
 

@@ -2,23 +2,29 @@ import Foundation
 import Testing
 @testable import Larder
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct MemoryStoreTests {
     typealias Store = MemoryStore<String, Int>
     let clock = TestClock()
 
+    /// Both policies, for the tests whose behaviour does not depend on the eviction order.
+    static let policies: [EvictionPolicy] = [.lru, .s3fifo]
+
     /// A store of `String → Int` on the test clock; every `Int` value costs 1 unless told.
-    func makeStore(_ configure: (inout Store.Configuration) -> Void = { _ in }) throws -> Store {
-        var configuration = Store.Configuration(now: clock.closure)
+    func makeStore(
+        _ policy: EvictionPolicy = .lru, _ configure: (inout Store.Configuration) -> Void = { _ in }
+    ) throws -> Store {
+        var configuration = Store.Configuration(now: clock.closure, policy: policy)
         configure(&configuration)
         return try Store(configuration: configuration)
     }
 
     // MARK: - Reading and writing
 
-    @Test func returnsTheStoredValueAndNilForAMissingKey() throws {
+    @Test(arguments: Self.policies)
+    func returnsTheStoredValueAndNilForAMissingKey(policy: EvictionPolicy) throws {
         // Given
-        let store = try makeStore()
+        let store = try makeStore(policy)
         // When
         store.setValue(1, forKey: "a")
         // Then
@@ -27,9 +33,10 @@ struct MemoryStoreTests {
         #expect(store.totalCount == 1)
     }
 
-    @Test func overwritingAKeyReplacesItsValueAndCost() throws {
+    @Test(arguments: Self.policies)
+    func overwritingAKeyReplacesItsValueAndCost(policy: EvictionPolicy) throws {
         // Given
-        let store = try makeStore()
+        let store = try makeStore(policy)
         store.setValue(1, forKey: "a", cost: 10)
         // When
         store.setValue(2, forKey: "a", cost: 3)
@@ -39,9 +46,10 @@ struct MemoryStoreTests {
         #expect(store.totalCost == 3)
     }
 
-    @Test func removeValueReturnsTheRemovedValueOnce() throws {
+    @Test(arguments: Self.policies)
+    func removeValueReturnsTheRemovedValueOnce(policy: EvictionPolicy) throws {
         // Given
-        let store = try makeStore()
+        let store = try makeStore(policy)
         store.setValue(7, forKey: "a", cost: 5)
         // When
         let first = store.removeValue(forKey: "a")
@@ -52,9 +60,10 @@ struct MemoryStoreTests {
         #expect(store.totalCount == 0 && store.totalCost == 0)
     }
 
-    @Test func subscriptReadsWritesAndRemoves() throws {
+    @Test(arguments: Self.policies)
+    func subscriptReadsWritesAndRemoves(policy: EvictionPolicy) throws {
         // Given
-        let store = try makeStore()
+        let store = try makeStore(policy)
         // When
         store["a"] = 1
         let read = store["a"]
@@ -65,9 +74,10 @@ struct MemoryStoreTests {
         #expect(store.totalCount == 0)
     }
 
-    @Test func entryForKeyReturnsValueCostAndExpirationDate() throws {
+    @Test(arguments: Self.policies)
+    func entryForKeyReturnsValueCostAndExpirationDate(policy: EvictionPolicy) throws {
         // Given
-        let store = try makeStore()
+        let store = try makeStore(policy)
         let start = clock.peek
         store.setValue(1, forKey: "ttl", cost: 4, expiry: .seconds(60))
         store.setValue(2, forKey: "forever", cost: 9, expiry: .never)
@@ -81,9 +91,10 @@ struct MemoryStoreTests {
         #expect(store.entry(forKey: "missing") == nil)
     }
 
-    @Test func removeAllEmptiesTheStoreButKeepsTheCounters() throws {
+    @Test(arguments: Self.policies)
+    func removeAllEmptiesTheStoreButKeepsTheCounters(policy: EvictionPolicy) throws {
         // Given
-        let store = try makeStore()
+        let store = try makeStore(policy)
         for key in ["a", "b", "c"] { store.setValue(1, forKey: key, cost: 2) }
         _ = store.value(forKey: "a")
         // When
@@ -177,9 +188,10 @@ struct MemoryStoreTests {
         #expect(store.statistics.costEvictions == 2)
     }
 
-    @Test func doesNotKeepAnEntryCostlierThanTheCostLimit() throws {
+    @Test(arguments: Self.policies)
+    func doesNotKeepAnEntryCostlierThanTheCostLimit(policy: EvictionPolicy) throws {
         // Given
-        let store = try makeStore { $0.costLimit = 10 }
+        let store = try makeStore(policy) { $0.costLimit = 10 }
         store.setValue(1, forKey: "a", cost: 5)
         // When
         let kept = store.setValue(2, forKey: "huge", cost: 11)
@@ -189,9 +201,10 @@ struct MemoryStoreTests {
         #expect(store.statistics.rejections == 1)
     }
 
-    @Test func entryCostLimitRefusesALargerEntryAndRemovesTheOlderValue() throws {
+    @Test(arguments: Self.policies)
+    func entryCostLimitRefusesALargerEntryAndRemovesTheOlderValue(policy: EvictionPolicy) throws {
         // Given
-        let store = try makeStore { $0.entryCostLimit = 100 }
+        let store = try makeStore(policy) { $0.entryCostLimit = 100 }
         store.setValue(1, forKey: "a", cost: 100)
         store.setValue(1, forKey: "b", cost: 1)
         // When a new value for a is too costly
@@ -203,9 +216,10 @@ struct MemoryStoreTests {
         #expect(store.statistics.rejections == 1)
     }
 
-    @Test func countLimitOfZeroKeepsNothing() throws {
+    @Test(arguments: Self.policies)
+    func countLimitOfZeroKeepsNothing(policy: EvictionPolicy) throws {
         // Given
-        let store = try makeStore { $0.countLimit = 0 }
+        let store = try makeStore(policy) { $0.countLimit = 0 }
         // When
         let kept = store.setValue(1, forKey: "a")
         // Then
@@ -238,9 +252,10 @@ struct MemoryStoreTests {
         #expect(store.invariantViolations() == [])
     }
 
-    @Test func anEntryFittingNoBucketIsNotKept() throws {
+    @Test(arguments: Self.policies)
+    func anEntryFittingNoBucketIsNotKept(policy: EvictionPolicy) throws {
         // Given
-        let store = try makeStore { $0.sizeBuckets = Self.buckets }
+        let store = try makeStore(policy) { $0.sizeBuckets = Self.buckets }
         store.setValue(1, forKey: "big", cost: 1_000)
         // When
         let kept = store.setValue(2, forKey: "big", cost: 1_001)
@@ -333,9 +348,10 @@ struct MemoryStoreTests {
         #expect(store.statistics.bucketEvictions == 3)
     }
 
-    @Test func theNewEntryIsNeverEvictedByItsOwnWrite() throws {
+    @Test(arguments: Self.policies)
+    func theNewEntryIsNeverEvictedByItsOwnWrite(policy: EvictionPolicy) throws {
         // Given a ratio so high that the target is 0 entries
-        let store = try makeStore {
+        let store = try makeStore(policy) {
             $0.countLimit = 3
             $0.overflowTrimRatio = 0.9
         }
@@ -385,9 +401,10 @@ struct MemoryStoreTests {
 
     // MARK: - Expiry
 
-    @Test func anEntryExpiresWhenTheClockReachesItsExpiration() throws {
+    @Test(arguments: Self.policies)
+    func anEntryExpiresWhenTheClockReachesItsExpiration(policy: EvictionPolicy) throws {
         // Given
-        let store = try makeStore()
+        let store = try makeStore(policy)
         store.setValue(1, forKey: "a", expiry: .seconds(10))
         // When just before the end
         clock.advance(by: 9.5)
@@ -401,9 +418,10 @@ struct MemoryStoreTests {
         #expect(store.statistics.expirations == 1 && store.statistics.misses == 1)
     }
 
-    @Test func defaultExpiryAppliesWhenAWriteGivesNone() throws {
+    @Test(arguments: Self.policies)
+    func defaultExpiryAppliesWhenAWriteGivesNone(policy: EvictionPolicy) throws {
         // Given
-        let store = try makeStore { $0.defaultExpiry = .seconds(5) }
+        let store = try makeStore(policy) { $0.defaultExpiry = .seconds(5) }
         store.setValue(1, forKey: "default")
         store.setValue(2, forKey: "forever", expiry: .never)
         store.setValue(3, forKey: "longer", expiry: .seconds(50))
@@ -415,9 +433,10 @@ struct MemoryStoreTests {
         #expect(store.value(forKey: "longer") == 3)
     }
 
-    @Test func expiryDateIsTakenAsGiven() throws {
+    @Test(arguments: Self.policies)
+    func expiryDateIsTakenAsGiven(policy: EvictionPolicy) throws {
         // Given
-        let store = try makeStore()
+        let store = try makeStore(policy)
         let end = clock.peek.addingTimeInterval(30)
         store.setValue(1, forKey: "a", expiry: .date(end))
         // When
@@ -429,9 +448,10 @@ struct MemoryStoreTests {
         #expect(store.entry(forKey: "a") == nil)
     }
 
-    @Test func anAlreadyExpiredWriteIsNotKeptAndDropsTheOlderValue() throws {
+    @Test(arguments: Self.policies)
+    func anAlreadyExpiredWriteIsNotKeptAndDropsTheOlderValue(policy: EvictionPolicy) throws {
         // Given
-        let store = try makeStore()
+        let store = try makeStore(policy)
         store.setValue(1, forKey: "a")
         // When
         let kept = store.setValue(2, forKey: "a", expiry: .date(clock.peek.addingTimeInterval(-1)))
@@ -441,9 +461,10 @@ struct MemoryStoreTests {
         #expect(store.statistics.rejections == 1)
     }
 
-    @Test func containsValueIsFalseForAnExpiredEntryAndDropsIt() throws {
+    @Test(arguments: Self.policies)
+    func containsValueIsFalseForAnExpiredEntryAndDropsIt(policy: EvictionPolicy) throws {
         // Given
-        let store = try makeStore()
+        let store = try makeStore(policy)
         store.setValue(1, forKey: "a", cost: 3, expiry: .seconds(1))
         // When
         clock.advance(by: 1)
@@ -452,9 +473,10 @@ struct MemoryStoreTests {
         #expect(store.totalCount == 0 && store.totalCost == 0)
     }
 
-    @Test func removeValueDoesNotReturnAnExpiredValue() throws {
+    @Test(arguments: Self.policies)
+    func removeValueDoesNotReturnAnExpiredValue(policy: EvictionPolicy) throws {
         // Given
-        let store = try makeStore()
+        let store = try makeStore(policy)
         store.setValue(1, forKey: "a", expiry: .seconds(1))
         clock.advance(by: 2)
         // When
@@ -464,9 +486,10 @@ struct MemoryStoreTests {
         #expect(store.totalCount == 0)
     }
 
-    @Test func removeExpiredDropsOnlyExpiredEntries() throws {
+    @Test(arguments: Self.policies)
+    func removeExpiredDropsOnlyExpiredEntries(policy: EvictionPolicy) throws {
         // Given
-        let store = try makeStore()
+        let store = try makeStore(policy)
         store.setValue(1, forKey: "short", cost: 2, expiry: .seconds(1))
         store.setValue(2, forKey: "shorter", cost: 2, expiry: .seconds(0.5))
         store.setValue(3, forKey: "long", cost: 2, expiry: .seconds(100))
@@ -481,9 +504,10 @@ struct MemoryStoreTests {
         #expect(store.statistics.expirations == 2)
     }
 
-    @Test func aHitOnAnEntryThatNeverExpiresDoesNotReadTheClock() throws {
+    @Test(arguments: Self.policies)
+    func aHitOnAnEntryThatNeverExpiresDoesNotReadTheClock(policy: EvictionPolicy) throws {
         // Given
-        let store = try makeStore()
+        let store = try makeStore(policy)
         store.setValue(1, forKey: "a")
         let readsBefore = clock.readCount
         // When
@@ -493,9 +517,10 @@ struct MemoryStoreTests {
         #expect(clock.readCount == readsBefore)
     }
 
-    @Test func aHitOnAnEntryThatCanExpireReadsTheClockOnce() throws {
+    @Test(arguments: Self.policies)
+    func aHitOnAnEntryThatCanExpireReadsTheClockOnce(policy: EvictionPolicy) throws {
         // Given
-        let store = try makeStore()
+        let store = try makeStore(policy)
         store.setValue(1, forKey: "a", expiry: .seconds(10))
         let readsBefore = clock.readCount
         // When
@@ -521,9 +546,10 @@ struct MemoryStoreTests {
         #expect(bytes.totalCost == 3)
     }
 
-    @Test func costDefaultsToOneForOtherValuesAndTheCallersCostWins() throws {
+    @Test(arguments: Self.policies)
+    func costDefaultsToOneForOtherValuesAndTheCallersCostWins(policy: EvictionPolicy) throws {
         // Given
-        let store = try makeStore()
+        let store = try makeStore(policy)
         // When
         store.setValue(1_000, forKey: "a")
         store.setValue(1_000, forKey: "b", cost: 42)
@@ -531,9 +557,10 @@ struct MemoryStoreTests {
         #expect(store.totalCost == 43)
     }
 
-    @Test func theConfigurationsCostClosureMeasuresValues() throws {
+    @Test(arguments: Self.policies)
+    func theConfigurationsCostClosureMeasuresValues(policy: EvictionPolicy) throws {
         // Given
-        let store = try makeStore { $0.cost = { $0 * 2 } }
+        let store = try makeStore(policy) { $0.cost = { $0 * 2 } }
         // When
         store.setValue(21, forKey: "a")
         store.setValue(21, forKey: "b", cost: 1)
@@ -550,10 +577,14 @@ struct MemoryStoreTests {
         deinit { onDeinit() }
     }
 
-    @Test func evictedAndReplacedValuesAreReleasedOutsideTheLock() throws {
+    @Test(arguments: Self.policies)
+    func evictedAndReplacedValuesAreReleasedOutsideTheLock(policy: EvictionPolicy) throws {
         // Given values whose deinitializer calls back into the store (a deadlock if the store
         // released them under its non-recursive lock)
-        let store = try MemoryStore<String, ReentrantProbe> { $0.countLimit = 1 }
+        let store = try MemoryStore<String, ReentrantProbe> {
+            $0.countLimit = 1
+            $0.policy = policy
+        }
         var observedCounts: [Int] = []
         store.setValue(ReentrantProbe { observedCounts.append(store.totalCount) }, forKey: "a")
         // When one is evicted, one replaced, one removed by removeAll
@@ -703,9 +734,11 @@ struct MemoryStoreTests {
 
     // MARK: - Concurrency
 
-    @Test func concurrentUseKeepsTheTotalsConsistent() async throws {
+    @Test(arguments: Self.policies)
+    func concurrentUseKeepsTheTotalsConsistent(policy: EvictionPolicy) async throws {
         // Given a store shared by many tasks
         let store = try MemoryStore<Int, [UInt8]> {
+            $0.policy = policy
             $0.countLimit = 100
             $0.costLimit = 5_000
             $0.sizeBuckets = [.init(maxEntryCost: 50, countLimit: 60), .init(maxEntryCost: 500, countLimit: 30)]
@@ -780,19 +813,24 @@ struct MemoryStoreTests {
     @Test(arguments: differentialCases)
     func behavesLikeTheReferenceModelOverRandomOperations(_ testCase: DifferentialCase) throws {
         let fixedSeed: UInt64 = 0x5EED_0001
-        try runDifferential(testCase, seed: fixedSeed, operations: 100_000)
-        try runDifferential(testCase, seed: UInt64.random(in: 0...UInt64.max), operations: 30_000)
+        try runDifferential(testCase, policy: .lru, seed: fixedSeed, operations: 100_000, model: ReferenceMemoryStore.init)
+        try runDifferential(
+            testCase, policy: .lru, seed: UInt64.random(in: 0...UInt64.max), operations: 30_000, model: ReferenceMemoryStore.init
+        )
     }
 
-    func runDifferential(_ testCase: DifferentialCase, seed: UInt64, operations: Int) throws {
+    func runDifferential<Model: MemoryStoreModel<Int, Int>>(
+        _ testCase: DifferentialCase, policy: EvictionPolicy, seed: UInt64, operations: Int,
+        model makeModel: (MemoryStore<Int, Int>.Configuration, @escaping (Int) -> Int) -> Model
+    ) throws {
         let clock = TestClock()
-        var configuration = MemoryStore<Int, Int>.Configuration(now: clock.closure)
+        var configuration = MemoryStore<Int, Int>.Configuration(now: clock.closure, policy: policy)
         testCase.configuration(&configuration)
         let store = try MemoryStore<Int, Int>(configuration: configuration)
         let measure = configuration.cost ?? { _ in 1 }
-        var model = ReferenceMemoryStore<Int, Int>(configuration, measure: measure)
+        var model = makeModel(configuration, measure)
         var random = SplitMix64(seed: seed)
-        let context = "seed \(seed) (\(testCase.name))"
+        let context = "seed \(seed) (\(testCase.name), \(policy))"
 
         func randomExpiry(now: Date) -> Expiry? {
             switch Int.random(in: 0..<6, using: &random) {
@@ -862,12 +900,17 @@ struct MemoryStoreTests {
                 _ = model.removeValue(forKey: key, now: time)
             }
 
+            // Order and statistics every step; S3-FIFO's counters and ghost every 16 steps.
             let order = store.keysByRecency()
-            guard order == model.keysByRecency, store.statistics == model.snapshot else {
+            let checksQueues = policy == .s3fifo && step % 16 == 0
+            let counters = checksQueues ? store.queueKeys().frequencies : [:]
+            guard order == model.keysByRecency, store.statistics == model.snapshot,
+                  !checksQueues || (counters == model.frequencies && store.ghostCount == model.ghostCount)
+            else {
                 Issue.record("""
                     Diverged from the model: \(where_)
-                    store order \(order)
-                    model order \(model.keysByRecency)
+                    store order \(order), counters \(counters), ghost \(store.ghostCount)
+                    model order \(model.keysByRecency), counters \(model.frequencies), ghost \(model.ghostCount)
                     store statistics \(store.statistics)
                     model statistics \(model.snapshot)
                     """)

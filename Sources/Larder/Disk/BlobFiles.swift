@@ -33,6 +33,22 @@ struct BlobFiles: Sendable {
 
     func path(of name: String) -> String { blobsPath + "/" + name }
 
+    /// Whether `name` has the shape ``makeName(hash:)`` gives: `xx/<hex digest>-<hex>`, the
+    /// shard being the digest's first two characters. Names come from the index, which a
+    /// damaged or hostile file can fill with anything ("../../home/…"); only names of this
+    /// shape are ever read or deleted, so no path outside `blobs/` is touched.
+    static func isValidName(_ name: String) -> Bool {
+        let bytes = Array(name.utf8)
+        guard bytes.count >= 6, bytes.count <= 200, bytes[2] == UInt8(ascii: "/"),
+              bytes[0] == bytes[3], bytes[1] == bytes[4] else { return false }
+        func isHex(_ byte: UInt8) -> Bool {
+            (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+        }
+        let rest = bytes[3...].split(separator: UInt8(ascii: "-"), omittingEmptySubsequences: false)
+        return isHex(bytes[0]) && isHex(bytes[1]) && rest.count == 2
+            && rest.allSatisfy { !$0.isEmpty && $0.allSatisfy(isHex) }
+    }
+
     /// Creates `blobs/` and `tmp/` (owner-only) when missing.
     func createDirectories() throws {
         for path in [blobsPath, tmpPath] {
@@ -108,10 +124,12 @@ struct BlobFiles: Sendable {
     /// Reads `blobs/<name>`, or returns `nil` when the file is missing or is not a regular file
     /// of `expectedSize` bytes.
     func read(name: String, expectedSize: Int) throws -> Data? {
+        guard Self.isValidName(name), expectedSize >= 0 else { return nil }
         let path = path(of: name)
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard descriptor >= 0 else {
-            if errno == ENOENT || errno == ENOTDIR || errno == EISDIR { return nil }
+            // Missing, or not a regular file: a directory, a symbolic link (O_NOFOLLOW), a socket.
+            if [ENOENT, ENOTDIR, EISDIR, ELOOP, ENXIO].contains(errno) { return nil }
             throw Self.ioError("opening blob", path)
         }
         defer { close(descriptor) }
@@ -136,8 +154,10 @@ struct BlobFiles: Sendable {
         return complete ? data : nil
     }
 
-    /// Removes `blobs/<name>`; a missing file is not an error.
+    /// Removes `blobs/<name>`; a missing file is not an error, a name not of the shape
+    /// ``isValidName(_:)`` accepts is ignored.
     func remove(name: String) {
+        guard Self.isValidName(name) else { return }
         unlink(path(of: name))
     }
 

@@ -10,7 +10,12 @@ final class DiskIndex {
 
     /// A row as the read path needs it.
     struct Location {
+        /// The digest of the key the row was written for (checked against the key read).
+        var hash: String
         var file: String?
+        /// The `file` column's bytes exactly as stored (a damaged column may not be valid UTF-8,
+        /// so `file` alone cannot identify the row again).
+        var fileBytes: Data?
         var size: Int
         var originalSize: Int
         var encodingCode: Int64
@@ -70,7 +75,7 @@ final class DiskIndex {
 
         let columns = "key, hash, file, size, original_size, encoding, crc, created, accessed, seq, expires, data, metadata"
         selectLocation = try connection.statement(
-            "SELECT file, size, original_size, encoding, crc, created, expires, data FROM entries WHERE key = ?")
+            "SELECT file, size, original_size, encoding, crc, created, expires, data, hash FROM entries WHERE key = ?")
         selectEntry = try connection.statement(
             "SELECT key, size, original_size, encoding, file IS NULL, created, accessed, expires, metadata FROM entries WHERE key = ?")
         selectFile = try connection.statement("SELECT file FROM entries WHERE key = ?")
@@ -83,7 +88,7 @@ final class DiskIndex {
             """)
         deleteKey = try connection.statement("DELETE FROM entries WHERE key = ? RETURNING file")
         deleteIfUnchanged = try connection.statement(
-            "DELETE FROM entries WHERE key = ? AND created = ? AND crc = ? AND file IS ? RETURNING file")
+            "DELETE FROM entries WHERE key = ? AND created = ? AND crc = ? AND file IS CAST(? AS TEXT) RETURNING file")
         deleteExpiredBatch = try connection.statement("""
             DELETE FROM entries WHERE rowid IN
                 (SELECT rowid FROM entries WHERE expires IS NOT NULL AND expires <= ? LIMIT ?)
@@ -110,8 +115,9 @@ final class DiskIndex {
         if version == schemaVersion { return }
         guard version == 0 else { throw ForeignIndexError(reason: "schema version \(version) is not \(schemaVersion)") }
         try connection.transaction {
-            // Another process may have created the schema while this one waited for the write
-            // lock: look again now that the lock is held.
+            // Another process may have created the schema between the check above and this
+            // write lock: that is our schema, not a foreign one (moving it aside would split the
+            // two processes onto different files).
             let current = try connection.scalarInt64("PRAGMA user_version") ?? 0
             if current == schemaVersion { return }
             guard current == 0 else { throw ForeignIndexError(reason: "schema version \(current) is not \(schemaVersion)") }
@@ -161,7 +167,9 @@ final class DiskIndex {
             try statement.bind(key, at: 1)
             guard try statement.step() else { return nil }
             return Location(
+                hash: statement.string(8),
                 file: statement.optionalString(0),
+                fileBytes: statement.data(0),
                 size: Int(statement.int64(1)),
                 originalSize: Int(statement.int64(2)),
                 encodingCode: statement.int64(3),
@@ -296,7 +304,7 @@ final class DiskIndex {
             try statement.bind(key, at: 1)
             try statement.bind(location.created, at: 2)
             try statement.bind(Int64(location.crc), at: 3)
-            if let file = location.file { try statement.bind(file, at: 4) } else { try statement.bindNull(at: 4) }
+            try statement.bind(location.fileBytes, at: 4)
             guard try statement.step() else { return false }
             while try statement.step() {}
             return true

@@ -154,6 +154,9 @@ extension DiskStore {
         public var expirations = 0
         /// Entries dropped because their bytes were damaged or missing.
         public var corruptEntriesDropped = 0
+        /// Times a corrupt index was found while the store was open and emptied so the store
+        /// could keep working.
+        public var indexResets = 0
         /// Entries in the store now.
         public var totalCount = 0
         /// Stored bytes in the store now.

@@ -1,5 +1,4 @@
 public import Foundation
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -31,11 +30,13 @@ public final class DiskStore: Sendable {
     /// The configuration the store was opened with.
     public let configuration: Configuration
 
-    private let files: BlobFiles
-    private let state: Mutex<State>
+    // Internal rather than private so `DiskStore+Verify.swift` can reach them.
+    let files: BlobFiles
+    /// An NSLock rather than `Mutex`, so ThreadSanitizer sees it (see ``Locked``).
+    let state: Locked<State>
 
     /// Everything mutable, behind one lock. `index` is `nil` once the store is closed.
-    private struct State {
+    struct State {
         var index: DiskIndex?
         var pendingAccesses: [String: Int64] = [:]
         var oldestPendingAccess: Int64?
@@ -81,7 +82,7 @@ public final class DiskStore: Sendable {
         try files.createDirectories()
 
         let (index, needsSweep) = try Self.openIndex(in: self.directory, configuration: configuration)
-        state = Mutex(State(index: index))
+        state = Locked(State(index: index))
         if needsSweep {
             DispatchQueue.global(qos: .utility).async { [weak self] in
                 self?.sweepInBackground()
@@ -102,33 +103,49 @@ public final class DiskStore: Sendable {
 
     private static func openIndex(in directory: URL, configuration: Configuration) throws -> (DiskIndex, Bool) {
         let path = directory.appendingPathComponent("index.sqlite").path
+        var recovered = false
+        // A directory (or anything but a regular file) where the index or its WAL belongs is
+        // damage like a corrupt file: SQLite could never open it.
+        for suffix in ["", "-wal", "-shm"] {
+            var info = stat()
+            if lstat(path + suffix, &info) == 0, (info.st_mode & S_IFMT) != S_IFREG {
+                try moveAside(path, reason: "\(path + suffix) is not a regular file", configuration: configuration)
+                recovered = true
+                break
+            }
+        }
         // Create the database file owner-only; SQLite gives its WAL and shm files the same mode.
-        let descriptor = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        let descriptor = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard descriptor >= 0 else { throw BlobFiles.ioError("creating index", path) }
         Glibc.close(descriptor)
 
-        let openIndex = { try DiskIndex(path: path, durability: configuration.durability, busyTimeout: configuration.busyTimeout) }
-        var index: DiskIndex
-        var recovered = false
+        // Opening reads the schema, the meta rows and the totals row, so damage to any of them
+        // is found here and handled like a file that is not a database at all.
+        let now = configuration.now().milliseconds
+        let openIndex = { () throws -> (DiskIndex, wasDirty: Bool, lastSweep: Int64) in
+            let index = try DiskIndex(path: path, durability: configuration.durability, busyTimeout: configuration.busyTimeout)
+            let wasDirty = try index.meta("dirty") ?? 0 != 0
+            let lastSweep = try index.meta("last_sweep") ?? 0
+            _ = try index.totals()
+            try index.connection.transaction { try index.setMeta("dirty", 1) }
+            return (index, wasDirty, lastSweep)
+        }
+        var opened: (index: DiskIndex, wasDirty: Bool, lastSweep: Int64)
         do {
-            index = try openIndex()
+            opened = try openIndex()
         } catch let error as StorageError where error.isDatabaseCorruption {
             try moveAside(path, reason: "\(error)", configuration: configuration)
-            index = try openIndex()
+            opened = try openIndex()
             recovered = true
         } catch let error as ForeignIndexError {
             try moveAside(path, reason: error.reason, configuration: configuration)
-            index = try openIndex()
+            opened = try openIndex()
             recovered = true
         }
 
         // A store that was not closed cleanly (or not swept for a day) sweeps in the background.
-        let now = configuration.now().milliseconds
-        let wasDirty = try index.meta("dirty") ?? 0 != 0
-        let lastSweep = try index.meta("last_sweep") ?? 0
-        try index.connection.transaction { try index.setMeta("dirty", 1) }
-        let needsSweep = recovered || wasDirty || now - lastSweep > 86_400_000
-        return (index, needsSweep)
+        let needsSweep = recovered || opened.wasDirty || now - opened.lastSweep > 86_400_000
+        return (opened.index, needsSweep)
     }
 
     private static func moveAside(_ path: String, reason: String, configuration: Configuration) throws {
@@ -176,7 +193,7 @@ public final class DiskStore: Sendable {
         // row check in `drop` notices and the read is tried again with the new row.
         for _ in 0..<3 {
             let now = configuration.now().milliseconds
-            let lookup: DiskIndex.Location? = try state.withLock { state in
+            let lookup: DiskIndex.Location? = try withIndex { state in
                 let index = try Self.liveIndex(state)
                 guard let location = try index.location(forKey: key) else {
                     state.statistics.misses += 1
@@ -197,7 +214,7 @@ public final class DiskStore: Sendable {
                 return location
             }
             guard let location = lookup else { return nil }
-            if let data = try decode(location) {
+            if Self.row(location, belongsTo: key), let data = try decode(location) {
                 state.withLock { $0.statistics.hits += 1 }
                 return (data, location)
             }
@@ -207,44 +224,41 @@ public final class DiskStore: Sendable {
         return nil
     }
 
+    /// Whether the row found for `key` was written for that key: its `hash` column must be the
+    /// key's digest. A damaged key column (or key index) would otherwise hand one key's value
+    /// to another; the CRC covers only the value. The digest is recognised by its length, so
+    /// rows written under another ``Configuration/keyHashing`` still match.
+    static func row(_ location: DiskIndex.Location, belongsTo key: String) -> Bool {
+        guard let hashing = KeyHashing.allCases.first(where: { $0.digestLength * 2 == location.hash.utf8.count }) else {
+            return false
+        }
+        return hashing.hexDigest(key) == location.hash
+    }
+
     /// The stored bytes behind `location`, checked and decoded; `nil` when they are damaged.
     private func decode(_ location: DiskIndex.Location) throws -> Data? {
-        let stored: Data
-        if let file = location.file {
-            guard let bytes = try files.read(name: file, expectedSize: location.size) else { return nil }
-            stored = bytes
-        } else {
-            guard let bytes = location.inlineData, bytes.count == location.size else { return nil }
-            stored = bytes
-        }
-        guard CRC32.checksum(stored) == location.crc else { return nil }
-        switch Encoding(rawValue: Int(location.encodingCode)) {
-        case .raw?:
-            return stored.count == location.originalSize ? stored : nil
-        case .gzip?:
-            guard let data = try? Gzip.decompress(stored, maxSize: location.originalSize),
-                  data.count == location.originalSize else { return nil }
-            return data
-        case nil:
-            return nil
-        }
+        guard case .intact(let data) = try inspect(location) else { return nil }
+        return data
     }
 
     /// Removes a damaged entry if the row is still the one that was read. Returns `false` when
     /// the row changed meanwhile (the caller reads again).
-    private func drop(key: String, location: DiskIndex.Location) throws -> Bool {
-        let removed = try state.withLock { state in
+    ///
+    /// - Parameter isRead: `true` when a read found the damage: it counts as a miss and is
+    ///   logged. `verify(repair:)` passes `false`; its report lists the entry instead.
+    func drop(key: String, location: DiskIndex.Location, isRead: Bool = true) throws -> Bool {
+        let removed = try withIndex { state in
             let index = try Self.liveIndex(state)
             let removed = try index.connection.transaction { try index.deleteIfUnchanged(key: key, location: location) }
             if removed {
                 state.statistics.corruptEntriesDropped += 1
-                state.statistics.misses += 1
+                if isRead { state.statistics.misses += 1 }
                 state.pendingAccesses[key] = nil
             }
             return removed
         }
         if removed, let file = location.file { files.remove(name: file) }
-        if removed {
+        if removed && isRead {
             configuration.logHandler?("dropped damaged entry for key of \(key.utf8.count) bytes")
         }
         return removed
@@ -254,8 +268,9 @@ public final class DiskStore: Sendable {
     /// an access.
     public func containsData(forKey key: String) throws -> Bool {
         let now = configuration.now().milliseconds
-        return try state.withLock { state in
-            guard let location = try Self.liveIndex(state).location(forKey: key) else { return false }
+        return try withIndex { state in
+            let index = try Self.liveIndex(state)
+            guard let location = try index.location(forKey: key) else { return false }
             return location.expires.map { $0 > now } ?? true
         }
     }
@@ -264,8 +279,9 @@ public final class DiskStore: Sendable {
     /// value, or `nil` when there is no live entry. Not counted as an access.
     public func entry(forKey key: String) throws -> Entry? {
         let now = configuration.now().milliseconds
-        return try state.withLock { state in
-            guard let (entry, expires) = try Self.liveIndex(state).entry(forKey: key) else { return nil }
+        return try withIndex { state in
+            let index = try Self.liveIndex(state)
+            guard let (entry, expires) = try index.entry(forKey: key) else { return nil }
             if let expires, expires <= now { return nil }
             return entry
         }
@@ -276,24 +292,24 @@ public final class DiskStore: Sendable {
     /// - Complexity: O(*n*) in the number of entries.
     public func keys() throws -> [String] {
         let now = configuration.now().milliseconds
-        return try state.withLock { try Self.liveIndex($0).keys(now: now) }
+        return try withIndex { try Self.liveIndex($0).keys(now: now) }
     }
 
     /// Every live key that starts with `prefix`, in ascending order (a range scan of the key
     /// index, not a full scan).
     public func keys(withPrefix prefix: String) throws -> [String] {
         let now = configuration.now().milliseconds
-        return try state.withLock { try Self.liveIndex($0).keys(withPrefix: prefix, now: now) }
+        return try withIndex { try Self.liveIndex($0).keys(withPrefix: prefix, now: now) }
     }
 
     /// Stored bytes of all entries (after compression), as recorded in the index.
     public var totalSize: Int {
-        (try? state.withLock { try Self.liveIndex($0).totals().size }) ?? 0
+        (try? withIndex { try Self.liveIndex($0).totals().size }) ?? 0
     }
 
     /// Number of entries, as recorded in the index (expired entries count until removed).
     public var totalCount: Int {
-        (try? state.withLock { try Self.liveIndex($0).totals().count }) ?? 0
+        (try? withIndex { try Self.liveIndex($0).totals().count }) ?? 0
     }
 
     /// Counters since this store was opened, with the current totals.
@@ -363,7 +379,7 @@ public final class DiskStore: Sendable {
 
         let obsolete: [String]
         do {
-            obsolete = try state.withLock { state in
+            obsolete = try withIndex { state in
                 let index = try Self.liveIndex(state)
                 state.sequence += 1
                 row.sequence = state.sequence
@@ -393,7 +409,7 @@ public final class DiskStore: Sendable {
     /// - Returns: Whether an entry was removed.
     @discardableResult
     public func removeData(forKey key: String) throws -> Bool {
-        let removed: (existed: Bool, file: String?) = try state.withLock { state in
+        let removed: (existed: Bool, file: String?) = try withIndex { state in
             let index = try Self.liveIndex(state)
             state.pendingAccesses[key] = nil
             return try index.connection.transaction { try index.delete(key: key) }
@@ -404,7 +420,7 @@ public final class DiskStore: Sendable {
 
     /// Removes every entry.
     public func removeAll() throws {
-        let removed: [String] = try state.withLock { state in
+        let removed: [String] = try withIndex { state in
             let index = try Self.liveIndex(state)
             state.pendingAccesses.removeAll()
             state.oldestPendingAccess = nil
@@ -421,7 +437,7 @@ public final class DiskStore: Sendable {
         let now = configuration.now().milliseconds
         var total = 0
         while true {
-            let batch: (count: Int, files: [String]) = try state.withLock { state in
+            let batch: (count: Int, files: [String]) = try withIndex { state in
                 let index = try Self.liveIndex(state)
                 let batch = try index.connection.transaction { try index.deleteExpired(now: now, limit: Self.batchSize) }
                 state.statistics.expirations += batch.count
@@ -446,7 +462,7 @@ public final class DiskStore: Sendable {
 
     private func trim(count: Int, size: Int) throws {
         let now = configuration.now().milliseconds
-        let removed: [String] = try state.withLock { state in
+        let removed: [String] = try withIndex { state in
             let index = try Self.liveIndex(state)
             return try index.connection.transaction {
                 try Self.flushAccesses(&state, index: index, inTransaction: true)
@@ -477,7 +493,7 @@ public final class DiskStore: Sendable {
             let path = files.tmpPath + "/" + name
             if isOld(path), (try? manager.removeItem(atPath: path)) != nil { removed += 1 }
         }
-        let referenced = try state.withLock { try Self.liveIndex($0).allFiles() }
+        let referenced = try withIndex { try Self.liveIndex($0).allFiles() }
         for shard in (try? manager.contentsOfDirectory(atPath: files.blobsPath)) ?? [] {
             let shardPath = files.blobsPath + "/" + shard
             for name in (try? manager.contentsOfDirectory(atPath: shardPath)) ?? [] {
@@ -489,7 +505,7 @@ public final class DiskStore: Sendable {
             }
         }
         let now = configuration.now().milliseconds
-        try state.withLock { state in
+        try withIndex { state in
             let index = try Self.liveIndex(state)
             try index.connection.transaction { try index.setMeta("last_sweep", now) }
         }
@@ -508,7 +524,53 @@ public final class DiskStore: Sendable {
 
     // MARK: - Locked helpers
 
-    private static func liveIndex(_ state: State) throws -> DiskIndex {
+    /// Runs `body` with the live index under the lock.
+    ///
+    /// When SQLite finds the index corrupt (a damaged page, a missing totals row), the index is
+    /// emptied in place and `body` runs once more against the empty index: the entries are lost
+    /// — a cache may lose entries, never return wrong ones — and the store keeps working. Their
+    /// blob files become orphans for the sweep of the next open (the reset clears `last_sweep`).
+    func withIndex<T>(_ body: (inout State) throws -> T) throws -> T {
+        let configuration = configuration
+        return try state.withLock { state in
+            do {
+                return try body(&state)
+            } catch let error as StorageError where error.isDatabaseCorruption {
+                try Self.resetCorruptIndex(&state, error: error, configuration: configuration)
+                return try body(&state)
+            }
+        }
+    }
+
+    /// Replaces a corrupt index by an empty one, in place when SQLite can reset the file (so
+    /// other processes on the directory see the same empty index), else by moving it aside.
+    private static func resetCorruptIndex(
+        _ state: inout State, error: StorageError, configuration: Configuration
+    ) throws {
+        let index = try liveIndex(state)
+        let path = index.connection.path
+        configuration.logHandler?("index \(path) is corrupt (\(error)); emptying it and starting over")
+        index.connection.close()
+        state.index = nil
+        state.pendingAccesses.removeAll()
+        state.oldestPendingAccess = nil
+        state.statistics.indexResets += 1
+        let open = { try DiskIndex(path: path, durability: configuration.durability, busyTimeout: configuration.busyTimeout) }
+        var fresh: DiskIndex
+        do {
+            let connection = try SQLiteConnection(path: path, busyTimeout: configuration.busyTimeout)
+            defer { connection.close() }
+            try connection.resetDatabase()
+            fresh = try open()
+        } catch {
+            try moveAside(path, reason: "\(error)", configuration: configuration)
+            fresh = try open()
+        }
+        try fresh.connection.transaction { try fresh.setMeta("dirty", 1) }
+        state.index = fresh
+    }
+
+    static func liveIndex(_ state: State) throws -> DiskIndex {
         guard let index = state.index else { throw StorageError.closed }
         return index
     }

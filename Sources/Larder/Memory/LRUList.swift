@@ -62,7 +62,8 @@ struct LRUList {
     @inlinable
     mutating func pushFront(_ slot: Int, in list: Int) {
         if slot >= links.count {
-            links.reserveCapacity(slot + 1)
+            // No `reserveCapacity(slot + 1)` here: it allocates exactly that much, which would
+            // copy the whole array for every new slot (quadratic); `append` grows geometrically.
             while links.count <= slot {
                 links.append(Link(previous: Self.none, next: Self.none))
             }

@@ -45,7 +45,9 @@ extension MemoryStore {
         /// An entry belongs to the first bucket whose `maxEntryCost` is at least its cost. When
         /// a bucket holds more than its `countLimit` entries, the store evicts that bucket's own
         /// least recently used entries, so a burst of large values cannot push out all the small
-        /// ones. An entry that fits no bucket is not kept (end the list with
+        /// ones. Under ``EvictionPolicy/s3fifo`` each bucket runs S3-FIFO over its own entries:
+        /// its `countLimit` is split 10/90 between the small and main queues, and the scan for a
+        /// victim visits only the bucket's entries, in the global queues' FIFO order. An entry that fits no bucket is not kept (end the list with
         /// `maxEntryCost: .max` to accept every size). The buckets apply together with
         /// ``countLimit`` and ``costLimit``.
         ///
@@ -62,7 +64,8 @@ extension MemoryStore {
         /// The share of a limit to free at once when that limit is exceeded.
         ///
         /// When a write pushes a total over its limit (``countLimit``, ``costLimit`` or a
-        /// bucket's `countLimit`), the store evicts least recently used entries until that total
+        /// bucket's `countLimit`), the store evicts the ``policy``'s victims (least recently used
+        /// entries under LRU) until that total
         /// is at or below `(1 - overflowTrimRatio) × limit`, rounded down. `0` evicts just
         /// enough to fit; `0.2` frees a fifth of the limit, so the next writes don't evict
         /// again. The entry being written is never evicted by its own write. Must be in
@@ -84,6 +87,14 @@ extension MemoryStore {
         /// entry that can expire, and in ``MemoryStore/removeExpired()``. Defaults to `Date.init`.
         public var now: @Sendable () -> Date
 
+        /// How the store chooses which entries to evict.
+        ///
+        /// The limits above mean the same under every policy; the policy only picks the
+        /// victims. ``EvictionPolicy/s3fifo`` keeps more of a skewed working set than LRU and
+        /// makes a hit cheaper (it bumps a counter instead of moving a list node). Defaults to
+        /// ``EvictionPolicy/lru``.
+        public var policy: EvictionPolicy
+
         /// Creates a configuration; every parameter has the default documented on its property.
         public init(
             countLimit: Int = .max,
@@ -93,7 +104,8 @@ extension MemoryStore {
             defaultExpiry: Expiry = .never,
             overflowTrimRatio: Double = 0,
             cost: (@Sendable (Value) -> Int)? = nil,
-            now: @escaping @Sendable () -> Date = { Date() }
+            now: @escaping @Sendable () -> Date = { Date() },
+            policy: EvictionPolicy = .lru
         ) {
             self.countLimit = countLimit
             self.costLimit = costLimit
@@ -103,6 +115,7 @@ extension MemoryStore {
             self.overflowTrimRatio = overflowTrimRatio
             self.cost = cost
             self.now = now
+            self.policy = policy
         }
     }
 }

@@ -1,10 +1,11 @@
 public import Foundation
 
-/// A thread-safe, in-memory cache tier that evicts its least recently used entries.
+/// A thread-safe, in-memory cache tier that evicts its least recently used entries, or by S3-FIFO.
 ///
 /// `MemoryStore` keeps values as they are (decoded, uncompressed) under count, cost and
 /// size-bucket limits, with an optional expiry per entry. Every lookup, write and removal is
-/// O(1): a dictionary maps each key to a slot in an array-backed doubly-linked recency list.
+/// O(1): a dictionary maps each key to a slot in an array-backed doubly-linked recency list
+/// (or, under ``EvictionPolicy/s3fifo``, in S3-FIFO's queues; see ``Configuration/policy``).
 /// All state sits behind one `NSLock`; the lock is held only for that bookkeeping, never while
 /// measuring a value's cost, reading the clock, or releasing evicted values.
 ///
@@ -60,7 +61,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     public init(configuration: Configuration = .init()) throws {
         try configuration.validate()
         self.configuration = configuration
-        self.state = State(limits: Limits(configuration))
+        self.state = State(limits: Limits(configuration), policy: configuration.policy)
         self.measure = configuration.cost ?? Self.conformingMeasure()
         self.clock = configuration.now
         self.defaultExpiry = configuration.defaultExpiry
@@ -167,7 +168,8 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     /// The write is refused, and any older value for `key` removed, when the entry costs more
     /// than ``Configuration/entryCostLimit`` or ``Configuration/costLimit``, fits no size bucket,
     /// has already expired, or ``Configuration/countLimit`` is `0`. Otherwise, if a total now
-    /// exceeds its limit, least recently used entries are evicted until it is at or below
+    /// exceeds its limit, the policy's victims (least recently used entries under LRU) are
+    /// evicted until it is at or below
     /// `(1 - overflowTrimRatio) × limit`; the new entry itself is never evicted by its own write.
     ///
     /// - Parameters:
@@ -254,7 +256,8 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
         return removed
     }
 
-    /// Evicts least recently used entries until at most `count` remain.
+    /// Evicts least recently used entries (under S3-FIFO, the policy's victims) until at most
+    /// `count` remain.
     ///
     /// - Parameter count: The number of entries to keep; must not be negative.
     /// - Complexity: O(k) for k evicted entries.
@@ -267,7 +270,8 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
         withExtendedLifetime(graveyard) {}
     }
 
-    /// Evicts least recently used entries until the total cost is at most `cost`.
+    /// Evicts least recently used entries (under S3-FIFO, the policy's victims) until the total
+    /// cost is at most `cost`.
     ///
     /// - Parameter cost: The total cost to keep; must not be negative.
     /// - Complexity: O(k) for k evicted entries.
@@ -372,11 +376,26 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
         return make(type)
     }
 
-    /// The keys from most to least recently used (for tests; O(n)).
+    /// The keys from most to least recently used (for tests; O(n)). Under S3-FIFO: the small
+    /// queue, then the main queue, each newest first.
     func keysByRecency() -> [Key] {
         lock.lock()
         defer { lock.unlock() }
         return state.keysByRecency()
+    }
+
+    /// S3-FIFO's small and main queues, newest first, and every entry's counter (for tests; O(n)).
+    func queueKeys() -> (small: [Key], main: [Key], frequencies: [Key: Int]) {
+        lock.lock()
+        defer { lock.unlock() }
+        return state.queueKeys()
+    }
+
+    /// The number of keys in S3-FIFO's ghost queue (for tests).
+    var ghostCount: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return state.policy.s3fifo.ghost.count
     }
 
     /// Descriptions of every broken internal invariant; empty when the store is consistent.
@@ -604,13 +623,16 @@ extension MemoryStore {
         @usableFromInline var index: [Key: Int] = [:]
         @usableFromInline var slots: ContiguousArray<Slot?> = []
         @usableFromInline var freeSlots: [Int] = []
-        @usableFromInline var policy: LRUPolicy
+        @usableFromInline var policy: PolicyBookkeeping
         @usableFromInline var usage: Usage
         @usableFromInline var statistics = Statistics()
 
-        init(limits: Limits) {
+        init(limits: Limits, policy: EvictionPolicy) {
             self.limits = limits
-            policy = LRUPolicy(bucketCount: limits.bucketMaxCosts.count)
+            self.policy = PolicyBookkeeping(
+                policy, countLimit: limits.countLimit, costLimit: limits.costLimit,
+                bucketCountLimits: limits.bucketCountLimits
+            )
             usage = Usage(bucketCount: limits.bucketMaxCosts.count)
         }
 
@@ -677,6 +699,8 @@ extension MemoryStore {
                 evict(victim, reason: .cost, into: &graveyard)
             }
 
+            // S3-FIFO's ghost queue remembers keys by hash; LRU needs none.
+            let keyHash = policy.needsKeyHash ? key.hashValue : 0
             // One hash lookup finds an existing entry or claims a slot for a new one.
             let candidate = freeSlots.last ?? slots.count
             let slot: Int
@@ -690,11 +714,7 @@ extension MemoryStore {
                 slots[slot]!.expiration = expiration
                 slots[slot]!.bucket = bucket
                 graveyard.bury(old)
-                if oldBucket == bucket {
-                    policy.didAccess(slot, bucket: bucket)
-                } else {
-                    policy.didChangeBucket(slot, from: oldBucket, to: bucket)
-                }
+                policy.didUpdate(slot, from: oldBucket, to: bucket, cost: cost)
             } else {
                 slot = candidate
                 let entry = Slot(key: key, value: value, cost: cost, expiration: expiration, bucket: bucket)
@@ -704,7 +724,7 @@ extension MemoryStore {
                     freeSlots.removeLast()
                     slots[slot] = entry
                 }
-                policy.didInsert(slot, bucket: bucket)
+                policy.didInsert(slot, bucket: bucket, cost: cost, keyHash: keyHash)
             }
             usage.add(cost: cost, bucket: bucket)
 
@@ -726,6 +746,8 @@ extension MemoryStore {
                     evict(victim, reason: .cost, into: &graveyard)
                 }
             }
+            // S3-FIFO places the written entry only now, so that its own write cannot evict it.
+            policy.didFinishWrite(slot)
             return true
         }
 
@@ -790,15 +812,18 @@ extension MemoryStore {
             case .bucket: statistics.bucketEvictions += 1
             case .expiry: statistics.expirations += 1
             }
-            graveyard.bury(removeSlot(slot).value)
+            graveyard.bury(removeSlot(slot, isEviction: reason != .expiry).value)
         }
 
         /// Unlinks the entry in `slot` from every structure and frees the slot.
+        ///
+        /// `isEviction`: the policy chose the entry to meet a limit (S3-FIFO then remembers the
+        /// key in its ghost queue); `false` for removals, refusals and expiry.
         @inlinable @inline(__always)
-        mutating func removeSlot(_ slot: Int) -> Slot {
+        mutating func removeSlot(_ slot: Int, isEviction: Bool = false) -> Slot {
             let entry = slots[slot].take().unsafelyUnwrapped
             index.removeValue(forKey: entry.key)
-            policy.didRemove(slot, bucket: entry.bucket)
+            policy.didRemove(slot, bucket: entry.bucket, isEviction: isEviction)
             usage.subtract(cost: entry.cost, bucket: entry.bucket)
             freeSlots.append(slot)
             return entry
@@ -806,8 +831,25 @@ extension MemoryStore {
 
         // MARK: Diagnostics
 
+        /// LRU: keys from most to least recently used. S3-FIFO: the small queue, then the main
+        /// queue, each from newest to oldest.
         func keysByRecency() -> [Key] {
-            policy.slotsByRecency().map { slots[$0]!.key }
+            if policy.isS3FIFO {
+                let queues = queueKeys()
+                return queues.small + queues.main
+            }
+            return policy.lru.slotsByRecency().map { slots[$0]!.key }
+        }
+
+        /// S3-FIFO's queues, newest first, with each entry's counter; empty under LRU.
+        func queueKeys() -> (small: [Key], main: [Key], frequencies: [Key: Int]) {
+            let small = policy.s3fifo.slots(inList: S3FIFOPolicy.smallList).map { slots[$0]!.key }
+            let main = policy.s3fifo.slots(inList: S3FIFOPolicy.mainList).map { slots[$0]!.key }
+            var frequencies: [Key: Int] = [:]
+            for (key, slot) in index where policy.isS3FIFO {
+                frequencies[key] = Int(policy.s3fifo.meta[slot].frequency)
+            }
+            return (small, main, frequencies)
         }
 
         func liveKeysByRecency(now: Double) -> [Key] {
@@ -827,21 +869,29 @@ extension MemoryStore {
             for (key, slot) in index where slots[slot]?.key != key {
                 problems.append("key \(key) points at slot \(slot) holding another key")
             }
-            let order = policy.slotsByRecency()
-            if Set(order) != Set(live) || order.count != live.count {
-                problems.append("recency list \(order) != live slots \(live)")
-            }
             for bucket in limits.bucketMaxCosts.indices {
                 let members = live.filter { slots[$0]!.bucket == bucket }
                 if usage.bucketCounts[bucket] != members.count {
                     problems.append("bucket \(bucket) count \(usage.bucketCounts[bucket]) != \(members.count)")
                 }
-                let bucketOrder = policy.slotsByRecency(inBucket: bucket)
-                if bucketOrder != order.filter({ slots[$0]!.bucket == bucket }) {
-                    problems.append("bucket \(bucket) recency \(bucketOrder) disagrees with the store's order")
-                }
                 if usage.bucketCounts[bucket] > limits.bucketCountLimits[bucket] {
                     problems.append("bucket \(bucket) over its limit")
+                }
+            }
+            if policy.isS3FIFO {
+                problems += policy.s3fifo.invariantViolations(
+                    live: live, bucketOf: { slots[$0]!.bucket }, bucketCount: limits.bucketMaxCosts.count
+                )
+            } else {
+                let order = policy.lru.slotsByRecency()
+                if Set(order) != Set(live) || order.count != live.count {
+                    problems.append("recency list \(order) != live slots \(live)")
+                }
+                for bucket in limits.bucketMaxCosts.indices {
+                    let bucketOrder = policy.lru.slotsByRecency(inBucket: bucket)
+                    if bucketOrder != order.filter({ slots[$0]!.bucket == bucket }) {
+                        problems.append("bucket \(bucket) recency \(bucketOrder) disagrees with the store's order")
+                    }
                 }
             }
             if usage.count > Swift.max(limits.countLimit, 1) { problems.append("count over the limit") }

@@ -78,6 +78,18 @@ final class SQLiteConnection {
         }
     }
 
+    /// Empties the database file in place — schema and content — even when it is corrupt,
+    /// under SQLite's locks, so other connections to the same file see an empty database rather
+    /// than a file renamed under them.
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/c_dbconfig_defensive.html#sqlitedbconfigresetdatabase>
+    func resetDatabase() throws {
+        statements.removeAll()
+        guard csqlite_set_reset_database(handle, 1) == SQLITE_OK else { throw error(SQLITE_ERROR, sql: nil) }
+        defer { _ = csqlite_set_reset_database(handle, 0) }
+        try execute("VACUUM")
+    }
+
     var changes: Int { Int(sqlite3_changes64(handle)) }
 
     func error(_ code: Int32, sql: String?) -> StorageError {

@@ -16,25 +16,29 @@ enum CrashHelper {
         }
     }
 
-    /// Starts the helper writing `keyCount` keys named `prefix<n>` into `directory`.
-    static func start(
-        directory: URL, log: URL, seed: UInt64, durability: String = "fast", prefix: String = "key",
-        keyCount: Int = 40, iterations: Int? = nil
-    ) throws -> Process {
+    /// Starts the helper's `write` mode on `directory`, logging to `log`; `options` are the
+    /// helper's `name=value` options (seed, durability, prefix, keys, iterations, countLimit,
+    /// removeEvery, maxSize, close).
+    static func startWriter(directory: URL, log: URL, _ options: [String: String] = [:]) throws -> Process {
+        try start(["write", directory.path, log.path] + options.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" })
+    }
+
+    /// Starts the helper with raw arguments; standard output goes to `output` when given.
+    static func start(_ arguments: [String], output: Pipe? = nil) throws -> Process {
         let process = Process()
         process.executableURL = try executableURL
-        process.arguments = [directory.path, log.path, "\(seed)", durability, prefix, "\(keyCount)"]
-            + (iterations.map { ["\($0)"] } ?? [])
-        process.standardOutput = FileHandle.nullDevice
+        process.arguments = arguments
+        process.standardOutput = output ?? FileHandle.nullDevice
         try process.run()
         return process
     }
 
-    /// What the helper's log says about each key: the last completed generation and the one
-    /// that was in flight when it died.
+    /// What the helper's log says about each key: the last completed generation (0 for a
+    /// remove), the one that was in flight when it died, and every generation ever begun.
     struct LogState {
         var completed: [String: Int] = [:]
         var inFlight: [String: Int] = [:]
+        var everBegun: [String: Set<Int>] = [:]
         var completedWrites = 0
     }
 
@@ -47,6 +51,7 @@ enum CrashHelper {
             let key = String(parts[1])
             if parts[0] == "begin" {
                 state.inFlight[key] = generation
+                state.everBegun[key, default: []].insert(generation)
             } else if parts[0] == "done" {
                 state.completed[key] = generation
                 state.inFlight[key] = nil

@@ -6,7 +6,7 @@ import Foundation
 /// Entries live in one array ordered by recency (index 0 = most recently used); every operation
 /// is a linear scan. It shares no code with the store: the overflow targets, bucket choice and
 /// eviction loops are written out again from the documented rules.
-struct ReferenceMemoryStore<Key: Hashable & Sendable, Value> {
+struct ReferenceMemoryStore<Key: Hashable & Sendable, Value>: MemoryStoreModel {
     struct Item {
         var key: Key
         var value: Value
@@ -39,6 +39,8 @@ struct ReferenceMemoryStore<Key: Hashable & Sendable, Value> {
     var totalCount: Int { items.count }
     var totalCost: Int { items.reduce(0) { $0 + $1.cost } }
     var keysByRecency: [Key] { items.map(\.key) }
+    var frequencies: [Key: Int] { [:] }
+    var ghostCount: Int { 0 }
 
     /// "At or below (1 - ratio) × limit", for limits small enough to be exact in a Double.
     private func target(_ limit: Int) -> Int {
@@ -53,7 +55,7 @@ struct ReferenceMemoryStore<Key: Hashable & Sendable, Value> {
         item.expiration <= now
     }
 
-    mutating func value(forKey key: Key, now: Double) -> Item? {
+    mutating func value(forKey key: Key, now: Double) -> (value: Value, cost: Int, expiration: Double)? {
         guard let position = position(of: key) else {
             statistics.misses += 1
             return nil
@@ -67,7 +69,7 @@ struct ReferenceMemoryStore<Key: Hashable & Sendable, Value> {
         statistics.hits += 1
         let item = items.remove(at: position)
         items.insert(item, at: 0)
-        return item
+        return (item.value, item.cost, item.expiration)
     }
 
     mutating func containsValue(forKey key: Key, now: Double) -> Bool {

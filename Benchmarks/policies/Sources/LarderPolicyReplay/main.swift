@@ -1,0 +1,110 @@
+// Replays a request trace through MemoryStore under each eviction policy, or times the
+// policies' hit, miss and evicting-insert paths.
+//
+//   LarderPolicyReplay replay <trace.u32> <cacheSize>...   → CSV: policy,cache_size,requests,misses
+//   LarderPolicyReplay time [entries] [operations] [rounds] [policy] → CSV: policy,operation,ns_per_op
+//
+// A trace is a flat file of little-endian UInt32 object ids, one per request. Every object has
+// unit size: the store's countLimit is the cache size, costs are 1, and overflowTrimRatio is 0,
+// which is what libCacheSim simulates for the same trace.
+import Foundation
+import Larder
+
+let policies: [(String, EvictionPolicy)] = [("lru", .lru), ("s3fifo", .s3fifo)]
+
+func makeStore(_ policy: EvictionPolicy, countLimit: Int) throws -> MemoryStore<UInt32, UInt32> {
+    try MemoryStore<UInt32, UInt32> {
+        $0.countLimit = countLimit
+        $0.costLimit = .max
+        $0.overflowTrimRatio = 0
+        $0.policy = policy
+    }
+}
+
+func loadTrace(_ path: String) throws -> [UInt32] {
+    let data = try Data(contentsOf: URL(fileURLWithPath: path))
+    precondition(data.count % 4 == 0, "\(path): not a whole number of UInt32 ids")
+    return data.withUnsafeBytes { raw in
+        (0..<data.count / 4).map { UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: $0 * 4, as: UInt32.self)) }
+    }
+}
+
+/// A cache "get" as libCacheSim simulates it: a read, and on a miss a write of the object.
+func replay(_ trace: [UInt32], policy: EvictionPolicy, cacheSize: Int) throws -> Int {
+    let store = try makeStore(policy, countLimit: cacheSize)
+    var misses = 0
+    for id in trace where store.value(forKey: id) == nil {
+        misses += 1
+        store.setValue(id, forKey: id, cost: 1)
+    }
+    precondition(store.totalCount <= cacheSize)
+    return misses
+}
+
+func nanoseconds(_ operations: Int, _ body: () -> Void) -> Double {
+    let clock = ContinuousClock()
+    let elapsed = clock.measure(body)
+    let (seconds, attoseconds) = elapsed.components
+    return (Double(seconds) * 1e9 + Double(attoseconds) / 1e9) / Double(operations)
+}
+
+/// A fixed pseudo-random permutation walk, so both policies see the same key order.
+func scrambled(_ i: Int, _ n: Int) -> UInt32 {
+    UInt32((i &* 2_654_435_761) % n)
+}
+
+func time(entries: Int, operations: Int, rounds: Int, only: String?) throws {
+    print("policy,operation,ns_per_op")
+    var best: [String: Double] = [:]
+    for _ in 0..<rounds {
+        for (name, policy) in policies where only == nil || only == name {
+            // Hits: a full store, every read finds its key.
+            let store = try makeStore(policy, countLimit: entries)
+            for i in 0..<entries { store.setValue(UInt32(i), forKey: UInt32(i), cost: 1) }
+            var sink: UInt32 = 0
+            let hit = nanoseconds(operations) {
+                for i in 0..<operations { sink &+= store.value(forKey: scrambled(i, entries)) ?? 0 }
+            }
+            // Misses: reads of keys that were never stored.
+            let miss = nanoseconds(operations) {
+                for i in 0..<operations { sink &+= store.value(forKey: UInt32(entries) &+ scrambled(i, entries)) ?? 1 }
+            }
+            // Evicting inserts: every write is a new key into a full store.
+            let insert = nanoseconds(operations) {
+                for i in 0..<operations { store.setValue(UInt32(entries + i), forKey: UInt32(entries + i), cost: 1) }
+            }
+            precondition(store.totalCount == entries && sink != 42)
+            for (operation, value) in [("hit", hit), ("miss", miss), ("evicting_insert", insert)] {
+                let key = "\(name),\(operation)"
+                best[key] = min(best[key] ?? .infinity, value)
+            }
+        }
+    }
+    for (name, _) in policies where only == nil || only == name {
+        for operation in ["hit", "miss", "evicting_insert"] {
+            print("\(name),\(operation),\(String(format: "%.1f", best["\(name),\(operation)"]!))")
+        }
+    }
+}
+
+let arguments = CommandLine.arguments.dropFirst()
+switch arguments.first {
+case "replay" where arguments.count >= 3:
+    let trace = try loadTrace(arguments[arguments.startIndex + 1])
+    print("policy,cache_size,requests,misses")
+    for size in arguments.dropFirst(2).map({ Int($0)! }) {
+        for (name, policy) in policies {
+            let misses = try replay(trace, policy: policy, cacheSize: size)
+            print("\(name),\(size),\(trace.count),\(misses)")
+        }
+    }
+case "time":
+    let entries = arguments.count > 1 ? Int(arguments[arguments.startIndex + 1])! : 10_000
+    let operations = arguments.count > 2 ? Int(arguments[arguments.startIndex + 2])! : 2_000_000
+    let rounds = arguments.count > 3 ? Int(arguments[arguments.startIndex + 3])! : 5
+    let only = arguments.count > 4 ? arguments[arguments.startIndex + 4] : nil
+    try time(entries: entries, operations: operations, rounds: rounds, only: only)
+default:
+    FileHandle.standardError.write(Data("usage: LarderPolicyReplay replay <trace.u32> <cacheSize>... | time [entries] [operations]\n".utf8))
+    exit(2)
+}
