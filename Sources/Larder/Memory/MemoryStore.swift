@@ -294,7 +294,8 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     /// let thumbnails = store.keys().filter { $0.hasPrefix("thumb/") }
     /// ```
     ///
-    /// - Returns: The keys, most recently used first.
+    /// - Returns: The keys, most recently used first (under ``EvictionPolicy/s3fifo``: the small
+    ///   queue, then the main queue, each newest first).
     /// - Complexity: O(n) in the number of entries, under the lock.
     public func keys() -> [Key] {
         let now = currentTime()
@@ -834,11 +835,7 @@ extension MemoryStore {
         /// LRU: keys from most to least recently used. S3-FIFO: the small queue, then the main
         /// queue, each from newest to oldest.
         func keysByRecency() -> [Key] {
-            if policy.isS3FIFO {
-                let queues = queueKeys()
-                return queues.small + queues.main
-            }
-            return policy.lru.slotsByRecency().map { slots[$0]!.key }
+            liveKeysByRecency(now: -.infinity)
         }
 
         /// S3-FIFO's queues, newest first, with each entry's counter; empty under LRU.
@@ -852,8 +849,12 @@ extension MemoryStore {
             return (small, main, frequencies)
         }
 
+        /// Live keys in the order of ``keysByRecency()``.
         func liveKeysByRecency(now: Double) -> [Key] {
-            policy.slotsByRecency().compactMap { slot in
+            let order = policy.isS3FIFO
+                ? policy.s3fifo.slots(inList: S3FIFOPolicy.smallList) + policy.s3fifo.slots(inList: S3FIFOPolicy.mainList)
+                : policy.lru.slotsByRecency()
+            return order.compactMap { slot in
                 let entry = slots[slot]!
                 return entry.expiration > now ? entry.key : nil
             }
