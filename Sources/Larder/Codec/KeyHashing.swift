@@ -31,16 +31,7 @@ public enum KeyHashing: String, Sendable, Hashable, CaseIterable {
     ///
     /// - Complexity: O(*n*) in the number of bytes.
     public func digest(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
-        var output = [UInt8](repeating: 0, count: digestLength)
-        output.withUnsafeMutableBufferPointer { out in
-            var length: UInt32 = 0
-            let status = EVP_Digest(
-                bytes.baseAddress, bytes.count, out.baseAddress, &length,
-                MessageDigests.shared.type(for: self), nil)
-            // EVP_Digest only fails on allocation failure or an unknown digest: our own bug.
-            precondition(status == 1 && Int(length) == digestLength, "EVP_Digest failed for \(self)")
-        }
-        return output
+        withDigest(of: bytes) { Array($0) }
     }
 
     /// The digest of `data`.
@@ -51,11 +42,27 @@ public enum KeyHashing: String, Sendable, Hashable, CaseIterable {
     /// The lowercase hex digest of the UTF-8 bytes of `key`.
     public func hexDigest(_ key: String) -> String {
         var key = key
-        let bytes = key.withUTF8 { digest(UnsafeRawBufferPointer($0)) }
-        return Self.hex(bytes)
+        return key.withUTF8 { utf8 in
+            withDigest(of: UnsafeRawBufferPointer(utf8)) { Self.hex($0) }
+        }
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
+    /// Hands the digest to `body` in a stack buffer: no allocation per call.
+    private func withDigest<Result>(
+        of bytes: UnsafeRawBufferPointer, _ body: (UnsafeBufferPointer<UInt8>) -> Result
+    ) -> Result {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { buffer in
+            var length: UInt32 = 0
+            let status = EVP_Digest(
+                bytes.baseAddress, bytes.count, buffer.baseAddress, &length,
+                MessageDigests.shared.type(for: self), nil)
+            // EVP_Digest only fails on allocation failure or an unknown digest: our own bug.
+            precondition(status == 1 && Int(length) == digestLength, "EVP_Digest failed for \(self)")
+            return body(UnsafeBufferPointer(rebasing: buffer[0..<digestLength]))
+        }
+    }
+
+    static func hex(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
         let digits: StaticString = "0123456789abcdef"
         return String(unsafeUninitializedCapacity: bytes.count * 2) { buffer in
             digits.withUTF8Buffer { table in

@@ -136,22 +136,27 @@ struct BlobFiles: Sendable {
         var info = stat()
         guard fstat(descriptor, &info) == 0 else { throw Self.ioError("inspecting blob", path) }
         guard (info.st_mode & S_IFMT) == S_IFREG, Int(info.st_size) == expectedSize else { return nil }
-        var data = Data(count: expectedSize)
-        let complete: Bool = try data.withUnsafeMutableBytes { buffer in
-            var offset = 0
-            while offset < expectedSize {
-                let count = Glibc.read(descriptor, buffer.baseAddress! + offset, expectedSize - offset)
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    if errno == EISDIR { return false }
-                    throw Self.ioError("reading blob", path)
-                }
-                if count == 0 { return false }
-                offset += count
+        guard expectedSize > 0 else { return Data() }
+        // Read into uninitialized memory that the Data then owns: no zero-fill of a buffer the
+        // read overwrites anyway.
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: expectedSize, alignment: 16)
+        var offset = 0
+        while offset < expectedSize {
+            let count = Glibc.read(descriptor, buffer + offset, expectedSize - offset)
+            if count < 0 {
+                if errno == EINTR { continue }
+                let failure = errno
+                buffer.deallocate()
+                if failure == EISDIR { return nil }
+                throw Self.ioError("reading blob", path, code: failure)
             }
-            return true
+            if count == 0 {
+                buffer.deallocate()
+                return nil
+            }
+            offset += count
         }
-        return complete ? data : nil
+        return Data(bytesNoCopy: buffer, count: expectedSize, deallocator: .custom { pointer, _ in pointer.deallocate() })
     }
 
     /// Removes `blobs/<name>`; a missing file is not an error, a name not of the shape
