@@ -66,11 +66,18 @@ final class DiskIndex {
     /// - Throws: ``StorageError/sqlite(code:message:sql:)`` (check `isDatabaseCorruption`), or
     ///   ``ForeignIndexError`` when the file is a database of some other schema.
     init(path: String, durability: DiskStore.Durability, busyTimeout: Duration) throws {
-        connection = try SQLiteConnection(path: path, busyTimeout: busyTimeout)
-        try connection.execute("PRAGMA journal_mode = WAL")
+        let connection = try SQLiteConnection(path: path, busyTimeout: busyTimeout)
+        self.connection = connection
+        // Switching a new database to WAL takes an exclusive lock without consulting the busy
+        // handler, so two stores opening one new directory at once can get SQLITE_BUSY here:
+        // retry until the busy timeout, as the handler would.
+        try Self.retryingWhileBusy(for: busyTimeout) { try connection.execute("PRAGMA journal_mode = WAL") }
         try connection.execute(durability == .durable ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
         try connection.execute("PRAGMA journal_size_limit = 4194304")
         try connection.execute("PRAGMA temp_store = MEMORY")
+        // 16 MiB of page cache (SQLite's default is 2 MiB), so the index of a 100k-entry store
+        // stays in memory instead of being read back page by page.
+        try connection.execute("PRAGMA cache_size = -16384")
         try Self.migrate(connection)
 
         let columns = "key, hash, file, size, original_size, encoding, crc, created, accessed, seq, expires, data, metadata"
@@ -107,6 +114,22 @@ final class DiskIndex {
             "INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value")
         deleteAllEntries = try connection.statement("DELETE FROM entries RETURNING file")
         selectAllFiles = try connection.statement("SELECT file FROM entries WHERE file IS NOT NULL")
+    }
+
+    /// Runs `body` again while it fails with `SQLITE_BUSY` or `SQLITE_LOCKED`, backing off from
+    /// 1 ms to 50 ms, until `timeout` has passed.
+    static func retryingWhileBusy(for timeout: Duration, _ body: () throws -> Void) throws {
+        let deadline = ContinuousClock.now + timeout
+        var delay = 0.001
+        while true {
+            do {
+                return try body()
+            } catch let StorageError.sqlite(code, _, _) where [SQLITE_BUSY, SQLITE_LOCKED].contains(code & 0xFF)
+                && ContinuousClock.now < deadline {
+                Thread.sleep(forTimeInterval: delay)
+                delay = min(delay * 2, 0.05)
+            }
+        }
     }
 
     /// Creates the schema in a new database, or checks that an existing one is ours.
