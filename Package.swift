@@ -76,14 +76,14 @@ let package = Package(
         ),
         .testTarget(
             name: "LarderImageTests",
-            dependencies: ["LarderImage", "Larder"],
+            dependencies: ["LarderImage", "Larder", "LarderTestSupport"],
             resources: [.copy("Fixtures")],
             swiftSettings: strictSettings
         ),
         // Runs the built `larder` executable as a user would.
         .testTarget(
             name: "LarderToolTests",
-            dependencies: ["larder"],
+            dependencies: ["larder", "LarderTestSupport"],
             swiftSettings: strictSettings
         ),
     ],

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Larder
 @testable import LarderImage
 import Synchronization

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 @testable import LarderImage
 import Testing
 

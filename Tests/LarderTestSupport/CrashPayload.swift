@@ -3,18 +3,8 @@ public import Foundation
 /// Self-describing values for the fault tests: the parent can tell whose bytes a read returned
 /// and whether they are intact. Shared by the crash helper executable and the test target.
 public enum CrashPayload {
-    /// SplitMix64: a small seeded generator, identical in every process.
-    public struct Generator: Sendable {
-        public var state: UInt64
-        public init(seed: UInt64) { state = seed }
-        public mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
+    /// The seeded generator the payloads are made with.
+    public typealias Generator = SplitMix64
 
     /// "<key> <generation>\n" followed by `size` bytes derived from both.
     public static func make(key: String, generation: Int, size: Int) -> Data {

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Synchronization
 import Testing
 @testable import Larder

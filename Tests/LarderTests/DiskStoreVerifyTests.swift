@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Testing
 @testable import Larder
 

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Testing
 
 /// End-to-end tests of the built `larder` executable: every test runs it as a separate process

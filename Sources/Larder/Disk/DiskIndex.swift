@@ -339,13 +339,7 @@ final class DiskIndex {
         try deleteExpiredBatch.withReset { statement in
             try statement.bind(now, at: 1)
             try statement.bind(Int64(limit), at: 2)
-            var count = 0
-            var files: [String] = []
-            while try statement.step() {
-                count += 1
-                if let file = statement.optionalString(0) { files.append(file) }
-            }
-            return (count, files)
+            return try Self.deletedRows(statement)
         }
     }
 
@@ -372,15 +366,18 @@ final class DiskIndex {
     }
 
     func deleteAll() throws -> (count: Int, files: [String]) {
-        try deleteAllEntries.withReset { statement in
-            var count = 0
-            var files: [String] = []
-            while try statement.step() {
-                count += 1
-                if let file = statement.optionalString(0) { files.append(file) }
-            }
-            return (count, files)
+        try deleteAllEntries.withReset { try Self.deletedRows($0) }
+    }
+
+    /// Steps a `DELETE … RETURNING file` to the end: the rows deleted and their blob files.
+    private static func deletedRows(_ statement: SQLiteStatement) throws -> (count: Int, files: [String]) {
+        var count = 0
+        var files: [String] = []
+        while try statement.step() {
+            count += 1
+            if let file = statement.optionalString(0) { files.append(file) }
         }
+        return (count, files)
     }
 }
 

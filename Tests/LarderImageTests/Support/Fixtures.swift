@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import LarderImage
 import Testing
 
@@ -50,20 +51,8 @@ struct Fixture: CustomTestStringConvertible, Sendable {
     static var withHeaders: [Fixture] { all.filter { $0.size != nil } }
 }
 
-/// SplitMix64: a tiny seeded generator, so every fuzz run mutates the same bytes.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+/// Every fuzz run mutates the same bytes for the same seed.
+typealias SeededGenerator = SplitMix64
 
 /// Builders for hand-made binary inputs.
 enum Bytes {

@@ -1,14 +1,15 @@
-/// A tiny seeded random number generator (SplitMix64), so randomized tests can be replayed.
+/// A tiny seeded random number generator (SplitMix64), so randomized tests, fuzz mutations and
+/// crash workloads can be replayed from their seed, in any process.
 ///
 /// Reference: Steele, Lea, Flood, "Fast Splittable Pseudorandom Number Generators" (2014).
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
+public struct SplitMix64: RandomNumberGenerator, Sendable {
+    public var state: UInt64
 
-    init(seed: UInt64) {
+    public init(seed: UInt64) {
         state = seed
     }
 
-    mutating func next() -> UInt64 {
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
