@@ -201,12 +201,9 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
             precondition(expiration.isFinite, "MemoryStore: expiry date must be finite")
             now = currentTime()
         }
-        var graveyard = Graveyard()
-        lock.lock()
-        let kept = state.insert(value, forKey: key, cost: cost, expiration: expiration, now: now, into: &graveyard)
-        lock.unlock()
-        withExtendedLifetime(graveyard) {}  // replaced and evicted values are released here
-        return kept
+        return withStateReleasingRemoved { state, graveyard in
+            state.insert(value, forKey: key, cost: cost, expiration: expiration, now: now, into: &graveyard)
+        }
     }
 
     /// Removes the value stored for `key`.
@@ -248,12 +245,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     @discardableResult
     public func removeExpired() -> Int {
         let now = currentTime()
-        var graveyard = Graveyard()
-        lock.lock()
-        let removed = state.removeExpired(now: now, into: &graveyard)
-        lock.unlock()
-        withExtendedLifetime(graveyard) {}
-        return removed
+        return withStateReleasingRemoved { state, graveyard in state.removeExpired(now: now, into: &graveyard) }
     }
 
     /// Evicts least recently used entries (under S3-FIFO, the policy's victims) until at most
@@ -263,11 +255,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     /// - Complexity: O(k) for k evicted entries.
     public func trim(toCount count: Int) {
         precondition(count >= 0, "MemoryStore: trim(toCount:) needs a non-negative count (got \(count))")
-        var graveyard = Graveyard()
-        lock.lock()
-        state.trim(toCount: count, into: &graveyard)
-        lock.unlock()
-        withExtendedLifetime(graveyard) {}
+        withStateReleasingRemoved { state, graveyard in state.trim(toCount: count, into: &graveyard) }
     }
 
     /// Evicts least recently used entries (under S3-FIFO, the policy's victims) until the total
@@ -277,11 +265,19 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     /// - Complexity: O(k) for k evicted entries.
     public func trim(toCost cost: Int) {
         precondition(cost >= 0, "MemoryStore: trim(toCost:) needs a non-negative cost (got \(cost))")
+        withStateReleasingRemoved { state, graveyard in state.trim(toCost: cost, into: &graveyard) }
+    }
+
+    /// Runs `body` on the state under the lock; the values it removes or replaces go into the
+    /// graveyard and are released after unlocking, so no value deinitializer runs under the lock.
+    @inlinable
+    func withStateReleasingRemoved<Result>(_ body: (inout State, inout Graveyard) -> Result) -> Result {
         var graveyard = Graveyard()
         lock.lock()
-        state.trim(toCost: cost, into: &graveyard)
+        let result = body(&state, &graveyard)
         lock.unlock()
         withExtendedLifetime(graveyard) {}
+        return result
     }
 
     /// The keys of every live entry, from most to least recently used.
