@@ -85,13 +85,17 @@ struct BlobFiles: Sendable {
                 }
             }
             if durable && fsync(descriptor) != 0 { throw Self.ioError("syncing temporary file", temporary) }
-            guard close(descriptor) == 0 else {
-                throw Self.ioError("closing temporary file", temporary)
-            }
         } catch {
             close(descriptor)
             unlink(temporary)
             throw error
+        }
+        // Closed exactly once: after a failed close the number may already belong to another
+        // file, so a second close could close someone else's descriptor.
+        guard close(descriptor) == 0 else {
+            let failure = Self.ioError("closing temporary file", temporary)
+            unlink(temporary)
+            throw failure
         }
 
         let destination = path(of: name)

@@ -34,6 +34,7 @@ final class TestHTTPServer: Sendable {
         var maximumInFlight = 0
     }
     private let counters = Mutex(Counters())
+    private let isStopped = Atomic<Bool>(false)
 
     init(handler: @escaping Handler) throws {
         self.handler = handler
@@ -69,13 +70,19 @@ final class TestHTTPServer: Sendable {
 
     var maximumInFlight: Int { counters.withLock { $0.maximumInFlight } }
 
-    /// Stops accepting; connections being answered finish on their own threads.
+    /// Stops accepting; connections being answered finish on their own threads. Idempotent.
+    ///
+    /// It only shuts the listener down, which wakes the accept loop; the loop closes the
+    /// descriptor as it exits. Closing it here as well closed it twice (`stop()` and `deinit`),
+    /// and the second `close` hit whatever file reused the number — another test's SQLite
+    /// index, which then failed a read with SQLITE_IOERR_READ.
     func stop() {
+        guard !isStopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
         shutdown(listener, Int32(SHUT_RDWR))
-        close(listener)
     }
 
     private func acceptLoop() {
+        defer { close(listener) }
         while true {
             let connection = accept(listener, nil, nil)
             if connection < 0 { return }
