@@ -122,16 +122,17 @@ public final class Storage<Key: CacheKey, Value>: @unchecked Sendable {
             counters.memoryMisses.add(-1, ordering: .relaxed)
             return Entry(value: found.value, tier: .memory, expirationDate: found.expirationDate)
         }
-        guard let (data, expirationDate) = try disk.dataWithExpiration(forKey: key.cacheKey) else {
+        guard let found = try disk.entry(forKey: key.cacheKey) else {
             counters.diskMisses.add(1, ordering: .relaxed)
             counters.misses.add(1, ordering: .relaxed)
             return nil
         }
+        let (data, expirationDate) = (found.data, found.expirationDate)
         let value: Value
         do {
             value = try transformer.decode(data)
         } catch {
-            try disk.removeData(forKey: key.cacheKey)
+            try disk.removeValue(forKey: key.cacheKey)
             counters.decodingFailures.add(1, ordering: .relaxed)
             counters.diskMisses.add(1, ordering: .relaxed)
             counters.misses.add(1, ordering: .relaxed)
@@ -151,7 +152,7 @@ public final class Storage<Key: CacheKey, Value>: @unchecked Sendable {
     public func containsValue(forKey key: Key, tiers: StorageTiers? = nil) throws -> Bool {
         let tiers = try resolve(tiers)
         if tiers.contains(.memory), memory.containsValue(forKey: key) { return true }
-        if tiers.contains(.disk), let disk { return try disk.containsData(forKey: key.cacheKey) }
+        if tiers.contains(.disk), let disk { return try disk.containsValue(forKey: key.cacheKey) }
         return false
     }
 
@@ -185,11 +186,11 @@ public final class Storage<Key: CacheKey, Value>: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         if let encoded, let disk {
-            try disk.setData(
+            try disk.setValue(
                 encoded, forKey: key.cacheKey, expiry: expiry, isCompressible: compressible)
         } else if tiers == .memory, let disk {
             // A memory-only write must not leave an older disk value to resurface later.
-            try disk.removeData(forKey: key.cacheKey)
+            try disk.removeValue(forKey: key.cacheKey)
         }
         if tiers.contains(.memory) {
             memory.setValue(value, forKey: key, expiry: expiry)
@@ -206,7 +207,7 @@ public final class Storage<Key: CacheKey, Value>: @unchecked Sendable {
         } catch let error as StorageError {
             throw error
         } catch {
-            throw StorageError.encoding(underlying: "\(error)")
+            throw StorageError.wrappingEncoding(error)
         }
     }
 
@@ -221,10 +222,10 @@ public final class Storage<Key: CacheKey, Value>: @unchecked Sendable {
         defer { lock.unlock() }
         var removed = false
         if tiers.contains(.disk), let disk {
-            removed = try disk.removeData(forKey: key.cacheKey)
+            removed = try disk.removeValue(forKey: key.cacheKey)
         }
         if tiers.contains(.memory) {
-            removed = memory.removeValue(forKey: key) != nil || removed
+            removed = memory.removeValue(forKey: key) || removed
         }
         return removed
     }
@@ -282,9 +283,9 @@ public final class Storage<Key: CacheKey, Value>: @unchecked Sendable {
     @inlinable
     func resolve(_ tiers: StorageTiers?) throws -> StorageTiers {
         let requested = tiers ?? configuration.defaultTiers
-        let resolved = requested.intersection(availableTiers)
-        guard !resolved.isEmpty else {
-            throw StorageError.invalidInput("tiers \(requested) name no tier of this storage (it has \(availableTiers))")
+        let resolved = disk == nil ? (requested.contains(.memory) ? StorageTiers.memory : []) : requested
+        guard resolved.contains(.memory) || resolved.contains(.disk) else {
+            throw StorageError(code: .invalidInput, message: "tiers \(requested) name no tier of this storage (it has \(availableTiers))")
         }
         return resolved
     }

@@ -1,38 +1,83 @@
-/// The tiers a ``Storage`` call works on, with "contains" semantics: a call acts on every tier
-/// in the set.
+/// The identity of one tier of a ``Storage``: an open set of values, so a new tier breaks no
+/// caller's `switch`.
+///
+/// ```swift
+/// if entry.tier == .memory { … }
+/// let shared = StorageTier("redis")   // a tier of your own
+/// ```
+public struct StorageTier: Hashable, Sendable, CustomStringConvertible {
+    /// The tier's name, unique within a storage.
+    public let name: String
+
+    /// A tier identified by `name`.
+    public init(_ name: String) {
+        self.name = name
+    }
+
+    /// The in-memory tier of decoded values.
+    public static let memory = StorageTier("memory")
+    /// The on-disk tier (``DiskStore``).
+    public static let disk = StorageTier("disk")
+    /// A shared remote tier (memcached).
+    public static let remote = StorageTier("remote")
+
+    public var description: String { name }
+}
+
+/// The tiers a ``Storage`` call works on: every tier in the set, in the storage's order.
+///
+/// ``all`` means every tier the storage has, whatever they are; a set naming tiers the storage
+/// lacks acts on the ones it has, and throws only when it names none of them.
 ///
 /// ```swift
 /// try storage.setValue(thumbnail, forKey: url, tiers: .memory)  // not persisted
-/// try storage.removeValue(forKey: url, tiers: .all)             // gone from both
+/// try storage.removeValue(forKey: url, tiers: .all)             // gone from every tier
+/// try storage.value(forKey: url, tiers: [.memory, .disk])       // the local tiers only
 /// ```
-public struct StorageTiers: OptionSet, Sendable, Hashable, CustomStringConvertible {
-    public let rawValue: UInt8
+public struct StorageTiers: Hashable, Sendable, ExpressibleByArrayLiteral, CustomStringConvertible {
+    /// `nil` means every tier.
+    @usableFromInline let members: Set<StorageTier>?
+    /// Precomputed, so the memory hit path tests a Boolean instead of hashing a name.
+    @usableFromInline let includesMemory: Bool
 
-    public init(rawValue: UInt8) {
-        self.rawValue = rawValue
+    /// The tiers in `tiers`.
+    public init(_ tiers: some Sequence<StorageTier>) {
+        let members = Set(tiers)
+        self.members = members
+        self.includesMemory = members.contains(.memory)
     }
 
-    /// The in-memory LRU tier.
-    public static let memory = StorageTiers(rawValue: 1 << 0)
-    /// The on-disk tier.
-    public static let disk = StorageTiers(rawValue: 1 << 1)
+    public init(arrayLiteral elements: StorageTier...) {
+        self.init(elements)
+    }
+
+    private init(all: Void) {
+        members = nil
+        includesMemory = true
+    }
+
     /// Every tier the storage has.
-    public static let all: StorageTiers = [.memory, .disk]
+    public static let all = StorageTiers(all: ())
+    /// The memory tier alone.
+    public static let memory: StorageTiers = [.memory]
+    /// The disk tier alone.
+    public static let disk: StorageTiers = [.disk]
+    /// The remote tier alone.
+    public static let remote: StorageTiers = [.remote]
+
+    /// Whether the set includes `tier`.
+    @inlinable
+    public func contains(_ tier: StorageTier) -> Bool {
+        if tier == .memory { return includesMemory }
+        return members?.contains(tier) ?? true
+    }
+
+    /// Whether the set names every tier.
+    public var isAll: Bool { members == nil }
 
     public var description: String {
-        switch self {
-        case .all: return "all"
-        case .memory: return "memory"
-        case .disk: return "disk"
-        default: return "none"
-        }
+        guard let members else { return "all" }
+        if members.isEmpty { return "none" }
+        return "[" + members.map(\.name).sorted().joined(separator: ", ") + "]"
     }
-}
-
-/// The tier that answered a read.
-public enum StorageTier: Sendable, Hashable {
-    /// The value came from memory.
-    case memory
-    /// The value came from disk (and was promoted to memory when the call included it).
-    case disk
 }

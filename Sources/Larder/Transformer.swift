@@ -62,7 +62,7 @@ extension Transformer where Value == String {
             encode: { Data($0.utf8) },
             decode: { data in
                 guard let string = String(data: data, encoding: .utf8) else {
-                    throw StorageError.decoding(underlying: "\(data.count) bytes are not valid UTF-8")
+                    throw StorageError.decoding("\(data.count) bytes are not valid UTF-8")
                 }
                 return string
             })
@@ -94,12 +94,12 @@ private func makeJSONTransformer<Value: Codable & Sendable>(
 
 private func encodeJSON<Value: Encodable>(_ value: Value, with encoder: JSONEncoder) throws -> Data {
     do { return try encoder.encode(value) } catch {
-        throw StorageError.encoding(underlying: "\(error)")
+        throw StorageError.wrappingEncoding(error)
     }
 }
 
 private func decodeJSON<Value: Decodable>(_ data: Data, with decoder: JSONDecoder) throws -> Value {
     do { return try decoder.decode(Value.self, from: data) } catch {
-        throw StorageError.decoding(underlying: "\(error)")
+        throw StorageError.wrappingDecoding(error)
     }
 }

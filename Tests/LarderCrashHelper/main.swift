@@ -89,14 +89,14 @@ func runWriter() {
         do {
             if isRemove {
                 record("begin \(key) 0")
-                try store.removeData(forKey: key)
+                try store.removeValue(forKey: key)
                 record("done \(key) 0")
             } else {
                 generation[index] += 1
                 let gen = Int(seed % 100_000) * 1_000_000 + generation[index]
                 let payload = CrashPayload.make(key: key, generation: gen, size: Int(random.next() % UInt64(maxSize + 1)))
                 record("begin \(key) \(gen)")
-                try store.setData(payload, forKey: key)
+                try store.setValue(payload, forKey: key)
                 record("done \(key) \(gen)")
             }
         } catch {
@@ -143,11 +143,11 @@ func runFullDisk() {
             check("\(phase).keys-match-expected", Set(keys) == Set(expected.keys),
                   "keys \(keys.count) expected \(expected.count)")
             var size = 0
-            for key in keys { size += try store.entry(forKey: key)?.size ?? 0 }
+            for key in keys { size += try store.attributes(forKey: key)?.size ?? 0 }
             check("\(phase).totals-exact", store.totalCount == keys.count && store.totalSize == size,
                   "totals \(store.totalCount)/\(store.totalSize), recount \(keys.count)/\(size)")
             for (key, value) in expected {
-                let read = try store.data(forKey: key)
+                let read = try store.value(forKey: key)
                 check("\(phase).value-exact", read == value, "\(key) read \(read?.count ?? -1) bytes")
             }
             let tmp = (try? FileManager.default.contentsOfDirectory(atPath: directory.path + "/tmp")) ?? []
@@ -164,7 +164,7 @@ func runFullDisk() {
     for index in 0..<3 {
         let value = CrashPayload.make(key: "blob\(index)", generation: index + 1, size: Int(limit) / 4)
         do {
-            try store.setData(value, forKey: "blob\(index)")
+            try store.setValue(value, forKey: "blob\(index)")
             expected["blob\(index)"] = value
         } catch {
             check("blob.small-write", false, "\(error)")
@@ -172,11 +172,11 @@ func runFullDisk() {
     }
     for key in ["blob-new", "blob0"] {
         do {
-            try store.setData(CrashPayload.make(key: key, generation: 99, size: Int(limit) * 2), forKey: key)
+            try store.setValue(CrashPayload.make(key: key, generation: 99, size: Int(limit) * 2), forKey: key)
             check("blob.oversized-write-throws", false, "no error for \(key)")
         } catch let error as StorageError {
             print("error blob \(error)")
-            if case .io = error { check("blob.oversized-write-throws", true) } else {
+            if error.code == .io { check("blob.oversized-write-throws", true) } else {
                 check("blob.oversized-write-throws", false, "\(error)")
             }
         } catch {
@@ -191,7 +191,7 @@ func runFullDisk() {
         let key = "row\(index)"
         let value = CrashPayload.make(key: key, generation: 1, size: 8_000)
         do {
-            try store.setData(value, forKey: key, isCompressible: false)
+            try store.setValue(value, forKey: key, isCompressible: false)
             expected[key] = value
         } catch {
             indexFailure = error
@@ -202,7 +202,7 @@ func runFullDisk() {
     print("error index \(indexFailure.map { "\($0)" } ?? "none")")
     // An overwrite that cannot be stored keeps the previous value.
     do {
-        try store.setData(CrashPayload.make(key: "row0", generation: 2, size: 15_000), forKey: "row0", isCompressible: false)
+        try store.setValue(CrashPayload.make(key: "row0", generation: 2, size: 15_000), forKey: "row0", isCompressible: false)
         expected["row0"] = CrashPayload.make(key: "row0", generation: 2, size: 15_000)
         print("note index overwrite succeeded")
     } catch {
@@ -215,7 +215,7 @@ func runFullDisk() {
     do {
         for (key, size) in [("after-blob", Int(limit) * 2), ("after-row", 100), ("blob0", 50_000)] {
             let value = CrashPayload.make(key: key, generation: 3, size: size)
-            try store.setData(value, forKey: key)
+            try store.setValue(value, forKey: key)
             expected[key] = value
         }
         check("freed.writes-succeed", true)

@@ -105,7 +105,7 @@ struct ImageCacheTests {
         // Given a disk entry whose frame is not an image cache frame
         let cache = try makeCache()
         let key = Self.key("bad.png")
-        try cache.storage.disk!.setData(Data("LIMG-not-really".utf8), forKey: key.cacheKey)
+        try cache.storage.disk!.setValue(Data("LIMG-not-really".utf8), forKey: key.cacheKey)
         // When the image is requested
         let png = self.png
         let result = try await cache.image(for: key) { _ in png }
@@ -292,7 +292,7 @@ struct ImageCacheTests {
         #expect(calls.first?.0 == png)
         #expect(calls.first?.1 == thumbnail)
         #expect(try await cache.image(for: thumbnail) { _ in Data() }.source == .memory)
-        #expect(try cache.storage.disk!.containsData(forKey: thumbnail.cacheKey))
+        #expect(try cache.storage.disk!.containsValue(forKey: thumbnail.cacheKey))
     }
 
     @Test func aVariantRunsResizeThenItsNamedProcessorsInOrder() async throws {
@@ -546,8 +546,8 @@ struct ImageCacheTests {
         try await cache.storeImage(paddedSVG, for: Self.key("z.svg"))
         // Then the PNG is stored raw, the SVG gzipped, and both read back intact
         let disk = try #require(cache.storage.disk)
-        #expect(try disk.entry(forKey: Self.key("z.png").cacheKey)?.encoding == .raw)
-        #expect(try disk.entry(forKey: Self.key("z.svg").cacheKey)?.encoding == .gzip)
+        #expect(try disk.attributes(forKey: Self.key("z.png").cacheKey)?.encoding == .raw)
+        #expect(try disk.attributes(forKey: Self.key("z.svg").cacheKey)?.encoding == .gzip)
         try await cache.removeAll(tiers: .memory)
         #expect(try await cache.cachedImage(for: Self.key("z.png"))?.data == paddedPNG)
         #expect(try await cache.cachedImage(for: Self.key("z.svg"))?.data == paddedSVG)

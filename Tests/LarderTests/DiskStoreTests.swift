@@ -41,10 +41,10 @@ struct DiskStoreTests {
         let store = try makeStore()
         let value = Self.bytes(size)
         // When the value is written and read back
-        try store.setData(value, forKey: "k")
+        try store.setValue(value, forKey: "k")
         // Then the bytes are identical and live where the threshold says
-        #expect(try store.data(forKey: "k") == value)
-        let entry = try #require(try store.entry(forKey: "k"))
+        #expect(try store.value(forKey: "k") == value)
+        let entry = try #require(try store.attributes(forKey: "k"))
         #expect(entry.isInline == (size < 16_384))
         #expect(blobFiles().count == (size < 16_384 ? 0 : 1))
     }
@@ -57,9 +57,9 @@ struct DiskStoreTests {
             $0.inlineThreshold = 0
         }
         let compressible = Data(repeating: 0x61, count: 50_000)
-        try store.setData(compressible, forKey: "greeting")
-        #expect(try store.data(forKey: "greeting") == compressible)
-        let entry = try #require(try store.entry(forKey: "greeting"))
+        try store.setValue(compressible, forKey: "greeting")
+        #expect(try store.value(forKey: "greeting") == compressible)
+        let entry = try #require(try store.attributes(forKey: "greeting"))
         #expect(entry.encoding == .gzip)
         #expect(entry.size < 1_000)
         #expect(entry.originalSize == 50_000)
@@ -73,37 +73,37 @@ struct DiskStoreTests {
         let store = try makeStore { $0.compression = .gzip(level: 9) }
         var generator = SystemRandomNumberGenerator()
         let noise = Data((0..<4_000).map { _ in UInt8.random(in: 0...255, using: &generator) })
-        try store.setData(noise, forKey: "noise")
-        #expect(try store.entry(forKey: "noise")?.encoding == .raw)
-        #expect(try store.data(forKey: "noise") == noise)
+        try store.setValue(noise, forKey: "noise")
+        #expect(try store.attributes(forKey: "noise")?.encoding == .raw)
+        #expect(try store.value(forKey: "noise") == noise)
     }
 
     @Test func compressionHintSkipsGzip() throws {
         let store = try makeStore { $0.compression = .gzip(level: 6) }
-        try store.setData(Data(repeating: 1, count: 1_000), forKey: "jpeg", isCompressible: false)
-        #expect(try store.entry(forKey: "jpeg")?.encoding == .raw)
+        try store.setValue(Data(repeating: 1, count: 1_000), forKey: "jpeg", isCompressible: false)
+        #expect(try store.attributes(forKey: "jpeg")?.encoding == .raw)
     }
 
     @Test func overwriteReplacesValueAndRemovesOldBlob() throws {
         let store = try makeStore { $0.inlineThreshold = 0 }
-        try store.setData(Self.bytes(5_000, seed: 1), forKey: "k")
-        try store.setData(Self.bytes(7_000, seed: 2), forKey: "k")
-        #expect(try store.data(forKey: "k") == Self.bytes(7_000, seed: 2))
+        try store.setValue(Self.bytes(5_000, seed: 1), forKey: "k")
+        try store.setValue(Self.bytes(7_000, seed: 2), forKey: "k")
+        #expect(try store.value(forKey: "k") == Self.bytes(7_000, seed: 2))
         #expect(blobFiles().count == 1)
         #expect(store.totalCount == 1)
         #expect(store.totalSize == 7_000)
         // Overwriting a file value with an inline one removes the file too.
-        try store.setData(Data("small".utf8), forKey: "k")
+        try store.setValue(Data("small".utf8), forKey: "k")
         let inlineStore = try makeStore()
-        try inlineStore.setData(Data("tiny".utf8), forKey: "k")
+        try inlineStore.setValue(Data("tiny".utf8), forKey: "k")
         #expect(blobFiles().isEmpty)
     }
 
     @Test func metadataAndDatesAreKeptInTheEntry() throws {
         let store = try makeStore()
         let written = clock.now
-        try store.setData(Data("v".utf8), forKey: "k", expiry: .seconds(60), metadata: Data([1, 2, 3]))
-        let entry = try #require(try store.entry(forKey: "k"))
+        try store.setValue(Data("v".utf8), forKey: "k", expiry: .seconds(60), metadata: Data([1, 2, 3]))
+        let entry = try #require(try store.attributes(forKey: "k"))
         #expect(entry.key == "k")
         #expect(entry.metadata == Data([1, 2, 3]))
         #expect(entry.size == 1 && entry.originalSize == 1)
@@ -113,26 +113,26 @@ struct DiskStoreTests {
 
     @Test func oversizedMetadataIsRefusedAndKeepsThePreviousValue() throws {
         let store = try makeStore()
-        try store.setData(Data("old".utf8), forKey: "k")
+        try store.setValue(Data("old".utf8), forKey: "k")
         #expect(throws: StorageError.self) {
-            try store.setData(Data("new".utf8), forKey: "k", metadata: Data(count: DiskStore.metadataLimit + 1))
+            try store.setValue(Data("new".utf8), forKey: "k", metadata: Data(count: DiskStore.metadataLimit + 1))
         }
-        #expect(try store.data(forKey: "k") == Data("old".utf8))
+        #expect(try store.value(forKey: "k") == Data("old".utf8))
     }
 
     @Test func removeDeletesRowAndBlob() throws {
         let store = try makeStore { $0.inlineThreshold = 0 }
-        try store.setData(Self.bytes(100), forKey: "k")
-        #expect(try store.removeData(forKey: "k"))
-        #expect(try !store.removeData(forKey: "k"))
-        #expect(try store.data(forKey: "k") == nil)
+        try store.setValue(Self.bytes(100), forKey: "k")
+        #expect(try store.removeValue(forKey: "k"))
+        #expect(try !store.removeValue(forKey: "k"))
+        #expect(try store.value(forKey: "k") == nil)
         #expect(blobFiles().isEmpty)
         #expect(store.totalCount == 0 && store.totalSize == 0)
     }
 
     @Test func removeAllEmptiesTheStore() throws {
         let store = try makeStore { $0.inlineThreshold = 50 }
-        for index in 0..<20 { try store.setData(Self.bytes(index * 10), forKey: "k\(index)") }
+        for index in 0..<20 { try store.setValue(Self.bytes(index * 10), forKey: "k\(index)") }
         try store.removeAll()
         #expect(store.totalCount == 0 && store.totalSize == 0)
         #expect(try store.keys().isEmpty)
@@ -142,7 +142,7 @@ struct DiskStoreTests {
     @Test func keysAndPrefixScan() throws {
         let store = try makeStore()
         for key in ["img/a", "img/a#size=10x10", "img/b", "txt/a", "img"] {
-            try store.setData(Data(key.utf8), forKey: key)
+            try store.setValue(Data(key.utf8), forKey: key)
         }
         #expect(try store.keys() == ["img", "img/a", "img/a#size=10x10", "img/b", "txt/a"])
         #expect(try store.keys(withPrefix: "img/a") == ["img/a", "img/a#size=10x10"])
@@ -155,30 +155,30 @@ struct DiskStoreTests {
                       String(repeating: "κ", count: 32 * 1024), "\u{FFFD}\u{D7FF}"])
     func hostileKeysRoundTripWithoutTouchingPaths(key: String) throws {
         let store = try makeStore { $0.inlineThreshold = 0 }
-        try store.setData(Data(key.utf8) + Data([9]), forKey: key)
-        try store.setData(Data("other".utf8), forKey: key + "x")
-        #expect(try store.data(forKey: key) == Data(key.utf8) + Data([9]))
+        try store.setValue(Data(key.utf8) + Data([9]), forKey: key)
+        try store.setValue(Data("other".utf8), forKey: key + "x")
+        #expect(try store.value(forKey: key) == Data(key.utf8) + Data([9]))
         #expect(try store.keys().contains(key))
         // Nothing outside the store's own layout appears in the directory.
         let top = try FileManager.default.contentsOfDirectory(atPath: folder.url.path).filter { !$0.hasPrefix("index.sqlite") }
         #expect(Set(top) == ["blobs", "tmp"])
-        #expect(try store.removeData(forKey: key))
-        #expect(try store.data(forKey: key + "x") == Data("other".utf8))
+        #expect(try store.removeValue(forKey: key))
+        #expect(try store.value(forKey: key + "x") == Data("other".utf8))
     }
 
     @Test func valueLargerThanSizeLimitIsRefusedAndKeepsThePreviousValue() throws {
         let store = try makeStore { $0.sizeLimit = 1_000 }
-        try store.setData(Data("old".utf8), forKey: "k")
-        #expect(throws: StorageError.self) { try store.setData(Self.bytes(1_001), forKey: "k") }
-        #expect(try store.data(forKey: "k") == Data("old".utf8))
+        try store.setValue(Data("old".utf8), forKey: "k")
+        #expect(throws: StorageError.self) { try store.setValue(Self.bytes(1_001), forKey: "k") }
+        #expect(try store.value(forKey: "k") == Data("old".utf8))
         #expect(store.totalSize == 3)
     }
 
     @Test func hugeValueRoundTrips() throws {
         let store = try makeStore()
         let big = Data(repeating: 0x5A, count: 256 << 20)
-        try store.setData(big, forKey: "big")
-        let read = try #require(try store.data(forKey: "big"))
+        try store.setValue(big, forKey: "big")
+        let read = try #require(try store.value(forKey: "big"))
         #expect(read.count == big.count)
         #expect(read == big)
     }
@@ -219,8 +219,8 @@ struct DiskStoreTests {
                 }
             }
             Issue.record("expected an error for \(field)")
-        } catch let StorageError.invalidConfiguration(name, _, _) {
-            #expect(name == field.replacingOccurrences(of: ".nan", with: ""))
+        } catch let error as StorageError where error.code == .invalidConfiguration {
+            #expect(error.field == field.replacingOccurrences(of: ".nan", with: ""))
         }
     }
 
@@ -228,17 +228,17 @@ struct DiskStoreTests {
 
     @Test func expiredEntriesAreNeverReturned() throws {
         let store = try makeStore { $0.inlineThreshold = 0 }
-        try store.setData(Data("short".utf8), forKey: "short", expiry: .seconds(10))
-        try store.setData(Data("dated".utf8), forKey: "dated", expiry: .date(clock.now.addingTimeInterval(20)))
-        try store.setData(Data("forever".utf8), forKey: "forever")
+        try store.setValue(Data("short".utf8), forKey: "short", expiry: .seconds(10))
+        try store.setValue(Data("dated".utf8), forKey: "dated", expiry: .date(clock.now.addingTimeInterval(20)))
+        try store.setValue(Data("forever".utf8), forKey: "forever")
         clock.advance(by: 9.9)
-        #expect(try store.data(forKey: "short") == Data("short".utf8))
+        #expect(try store.value(forKey: "short") == Data("short".utf8))
         clock.advance(by: 0.2)
-        #expect(try store.data(forKey: "short") == nil)
-        #expect(try !store.containsData(forKey: "short"))
-        #expect(try store.containsData(forKey: "dated"))
+        #expect(try store.value(forKey: "short") == nil)
+        #expect(try !store.containsValue(forKey: "short"))
+        #expect(try store.containsValue(forKey: "dated"))
         clock.advance(by: 10)
-        #expect(try store.entry(forKey: "dated") == nil)
+        #expect(try store.attributes(forKey: "dated") == nil)
         #expect(try store.keys() == ["forever"])
         #expect(try store.removeExpired() == 1) // "short" was already dropped by its read
         #expect(store.totalCount == 1)
@@ -248,9 +248,9 @@ struct DiskStoreTests {
 
     @Test func defaultExpiryApplies() throws {
         let store = try makeStore { $0.defaultExpiry = .seconds(5) }
-        try store.setData(Data("v".utf8), forKey: "k")
+        try store.setValue(Data("v".utf8), forKey: "k")
         clock.advance(by: 6)
-        #expect(try store.data(forKey: "k") == nil)
+        #expect(try store.value(forKey: "k") == nil)
     }
 
     // MARK: - Limits and eviction
@@ -259,14 +259,14 @@ struct DiskStoreTests {
         // Given a count limit of 10 and the default 20% trim ratio
         let store = try makeStore { $0.countLimit = 10 }
         for index in 0..<10 {
-            try store.setData(Data("\(index)".utf8), forKey: "k\(index)")
+            try store.setValue(Data("\(index)".utf8), forKey: "k\(index)")
             clock.advance(by: 1)
         }
         // When k0 and k1 are read (they become most recent) and an 11th entry is written
-        _ = try store.data(forKey: "k0")
-        _ = try store.data(forKey: "k1")
+        _ = try store.value(forKey: "k0")
+        _ = try store.value(forKey: "k1")
         clock.advance(by: 1)
-        try store.setData(Data("new".utf8), forKey: "k10")
+        try store.setValue(Data("new".utf8), forKey: "k10")
         // Then the store shrinks to 8 entries by removing the three least recently used
         #expect(store.totalCount == 8)
         #expect(try store.keys() == ["k0", "k1", "k10", "k5", "k6", "k7", "k8", "k9"])
@@ -280,11 +280,11 @@ struct DiskStoreTests {
             $0.inlineThreshold = 0
         }
         for index in 0..<10 {
-            try store.setData(Self.bytes(1_000, seed: UInt8(index)), forKey: "k\(index)")
+            try store.setValue(Self.bytes(1_000, seed: UInt8(index)), forKey: "k\(index)")
             clock.advance(by: 1)
         }
         #expect(store.totalSize == 10_000)
-        try store.setData(Self.bytes(1_000), forKey: "k10")
+        try store.setValue(Self.bytes(1_000), forKey: "k10")
         #expect(store.totalSize <= 5_000)
         #expect(store.totalCount == 5)
         #expect(try store.keys() == ["k10", "k6", "k7", "k8", "k9"])
@@ -293,11 +293,11 @@ struct DiskStoreTests {
 
     @Test func expiredEntriesGoBeforeLiveOnes() throws {
         let store = try makeStore { $0.countLimit = 4; $0.overflowTrimRatio = 0 }
-        try store.setData(Data("a".utf8), forKey: "old-live")
+        try store.setValue(Data("a".utf8), forKey: "old-live")
         clock.advance(by: 1)
-        for index in 0..<3 { try store.setData(Data("e".utf8), forKey: "expiring\(index)", expiry: .seconds(5)) }
+        for index in 0..<3 { try store.setValue(Data("e".utf8), forKey: "expiring\(index)", expiry: .seconds(5)) }
         clock.advance(by: 10)
-        try store.setData(Data("b".utf8), forKey: "new")
+        try store.setValue(Data("b".utf8), forKey: "new")
         #expect(try store.keys() == ["new", "old-live"])
         #expect(store.statistics.evictions == 0)
         #expect(store.statistics.expirations == 3)
@@ -306,7 +306,7 @@ struct DiskStoreTests {
     @Test func trimToCountAndSize() throws {
         let store = try makeStore()
         for index in 0..<10 {
-            try store.setData(Self.bytes(100), forKey: "k\(index)")
+            try store.setValue(Self.bytes(100), forKey: "k\(index)")
             clock.advance(by: 1)
         }
         try store.trim(toCount: 6)
@@ -320,28 +320,28 @@ struct DiskStoreTests {
     @Test func totalsAreExactAfterReopen() throws {
         do {
             let store = try makeStore { $0.inlineThreshold = 100 }
-            for index in 0..<50 { try store.setData(Self.bytes(index * 7), forKey: "k\(index)") }
-            try store.removeData(forKey: "k3")
-            try store.setData(Self.bytes(1), forKey: "k4")
+            for index in 0..<50 { try store.setValue(Self.bytes(index * 7), forKey: "k\(index)") }
+            try store.removeValue(forKey: "k3")
+            try store.setValue(Self.bytes(1), forKey: "k4")
             store.close()
         }
         let reopened = try makeStore()
         let expectedSize = (0..<50).map { $0 * 7 }.reduce(0, +) - 21 - 28 + 1
         #expect(reopened.totalCount == 49)
         #expect(reopened.totalSize == expectedSize)
-        #expect(try reopened.data(forKey: "k10") == Self.bytes(70))
+        #expect(try reopened.value(forKey: "k10") == Self.bytes(70))
     }
 
     @Test func accessOrderSurvivesReopen() throws {
         do {
             let store = try makeStore { $0.countLimit = 3; $0.overflowTrimRatio = 0 }
-            for key in ["a", "b", "c"] { try store.setData(Data(key.utf8), forKey: key); clock.advance(by: 1) }
-            _ = try store.data(forKey: "a") // buffered, flushed on close
+            for key in ["a", "b", "c"] { try store.setValue(Data(key.utf8), forKey: key); clock.advance(by: 1) }
+            _ = try store.value(forKey: "a") // buffered, flushed on close
             store.close()
         }
         clock.advance(by: 1)
         let store = try makeStore { $0.countLimit = 3; $0.overflowTrimRatio = 0 }
-        try store.setData(Data("d".utf8), forKey: "d")
+        try store.setValue(Data("d".utf8), forKey: "d")
         #expect(try store.keys() == ["a", "c", "d"])
     }
 
@@ -349,34 +349,34 @@ struct DiskStoreTests {
         let store = try makeStore()
         store.close()
         store.close()
-        #expect(throws: StorageError.self) { try store.data(forKey: "k") }
-        #expect(throws: StorageError.self) { try store.setData(Data(), forKey: "k") }
+        #expect(throws: StorageError.self) { try store.value(forKey: "k") }
+        #expect(throws: StorageError.self) { try store.setValue(Data(), forKey: "k") }
     }
 
     // MARK: - Corruption
 
     @Test func flippedByteInBlobIsAMissThatRemovesTheEntry() throws {
         let store = try makeStore { $0.inlineThreshold = 0 }
-        try store.setData(Self.bytes(4_000), forKey: "k")
+        try store.setValue(Self.bytes(4_000), forKey: "k")
         let file = try #require(blobFiles().first)
         var bytes = try Data(contentsOf: URL(fileURLWithPath: file))
         bytes[1_234] ^= 0x01
         try bytes.write(to: URL(fileURLWithPath: file))
-        #expect(try store.data(forKey: "k") == nil)
-        #expect(try store.entry(forKey: "k") == nil)
+        #expect(try store.value(forKey: "k") == nil)
+        #expect(try store.attributes(forKey: "k") == nil)
         #expect(blobFiles().isEmpty)
         #expect(store.statistics.corruptEntriesDropped == 1)
         #expect(store.totalCount == 0 && store.totalSize == 0)
         // The store keeps working.
-        try store.setData(Data("again".utf8), forKey: "k")
-        #expect(try store.data(forKey: "k") == Data("again".utf8))
+        try store.setValue(Data("again".utf8), forKey: "k")
+        #expect(try store.value(forKey: "k") == Data("again".utf8))
     }
 
     @Test(arguments: ["truncate", "delete", "directory", "grow"])
     func damagedBlobFileIsAMiss(damage: String) throws {
         let store = try makeStore { $0.inlineThreshold = 0; $0.compression = .gzip(level: 6) }
-        try store.setData(Data(repeating: 3, count: 10_000), forKey: "k")
-        try store.setData(Data(repeating: 4, count: 10_000), forKey: "other")
+        try store.setValue(Data(repeating: 3, count: 10_000), forKey: "k")
+        try store.setValue(Data(repeating: 4, count: 10_000), forKey: "other")
         let digest = store.configuration.keyHashing.hexDigest("k")
         let file = try #require(blobFiles().first { $0.contains(digest) })
         switch damage {
@@ -391,24 +391,24 @@ struct DiskStoreTests {
             try handle.write(contentsOf: Data([0]))
             try handle.close()
         }
-        #expect(try store.data(forKey: "k") == nil)
-        #expect(try store.data(forKey: "other") == Data(repeating: 4, count: 10_000))
+        #expect(try store.value(forKey: "k") == nil)
+        #expect(try store.value(forKey: "other") == Data(repeating: 4, count: 10_000))
         #expect(store.totalCount == 1)
     }
 
     @Test func garbageIndexIsMovedAsideAndTheStoreStartsEmpty() throws {
         do {
             let store = try makeStore()
-            try store.setData(Data("v".utf8), forKey: "k")
+            try store.setValue(Data("v".utf8), forKey: "k")
             store.close()
         }
         let index = folder.url.appendingPathComponent("index.sqlite")
         try Data(repeating: 0xAB, count: 8_192).write(to: index)
         try? FileManager.default.removeItem(at: folder.url.appendingPathComponent("index.sqlite-wal"))
         let store = try makeStore()
-        #expect(try store.data(forKey: "k") == nil)
-        try store.setData(Data("fresh".utf8), forKey: "k")
-        #expect(try store.data(forKey: "k") == Data("fresh".utf8))
+        #expect(try store.value(forKey: "k") == nil)
+        try store.setValue(Data("fresh".utf8), forKey: "k")
+        #expect(try store.value(forKey: "k") == Data("fresh".utf8))
         let names = try FileManager.default.contentsOfDirectory(atPath: folder.url.path)
         #expect(names.contains { $0.hasPrefix("index.sqlite.corrupt-") })
     }
@@ -419,28 +419,28 @@ struct DiskStoreTests {
         try connection.execute("CREATE TABLE other (x); INSERT INTO other VALUES (1)")
         connection.close()
         let store = try makeStore()
-        try store.setData(Data("v".utf8), forKey: "k")
-        #expect(try store.data(forKey: "k") == Data("v".utf8))
+        try store.setValue(Data("v".utf8), forKey: "k")
+        #expect(try store.value(forKey: "k") == Data("v".utf8))
         let names = try FileManager.default.contentsOfDirectory(atPath: folder.url.path)
         #expect(names.contains { $0.hasPrefix("index.sqlite.corrupt-") })
     }
 
     @Test func orphanedFilesAreSweptAfterTheGracePeriod() throws {
         let store = try makeStore { $0.inlineThreshold = 0 }
-        try store.setData(Self.bytes(100), forKey: "kept")
+        try store.setValue(Self.bytes(100), forKey: "kept")
         let orphan = folder.url.appendingPathComponent("blobs/zz/orphan-1")
         try FileManager.default.createDirectory(at: orphan.deletingLastPathComponent(), withIntermediateDirectories: true)
         try Data("x".utf8).write(to: orphan)
         try Data("y".utf8).write(to: folder.url.appendingPathComponent("tmp/stale"))
         #expect(try store.removeOrphanedFiles(olderThan: 3_600) == 0)
         #expect(try store.removeOrphanedFiles(olderThan: -1) == 2)
-        #expect(try store.data(forKey: "kept") == Self.bytes(100))
+        #expect(try store.value(forKey: "kept") == Self.bytes(100))
         #expect(!FileManager.default.fileExists(atPath: orphan.path))
     }
 
     @Test func filesAreOwnerOnly() throws {
         let store = try makeStore { $0.inlineThreshold = 0 }
-        try store.setData(Self.bytes(10), forKey: "k")
+        try store.setValue(Self.bytes(10), forKey: "k")
         for path in blobFiles() + [folder.url.appendingPathComponent("index.sqlite").path] {
             let mode = try #require(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int)
             #expect(mode & 0o077 == 0, "\(path) has mode \(String(mode, radix: 8))")
@@ -457,10 +457,10 @@ struct DiskStoreTests {
                     for step in 0..<150 {
                         let key = "k\((worker * 31 + step) % 200)"
                         if step % 3 == 0 {
-                            _ = try? store.removeData(forKey: key)
+                            _ = try? store.removeValue(forKey: key)
                         } else if step % 3 == 1 {
-                            try? store.setData(CrashPayloadLike.make(key: key, size: step * 9), forKey: key)
-                        } else if let data = try? store.data(forKey: key) {
+                            try? store.setValue(CrashPayloadLike.make(key: key, size: step * 9), forKey: key)
+                        } else if let data = try? store.value(forKey: key) {
                             #expect(CrashPayloadLike.isIntact(data, key: key))
                         }
                     }
@@ -470,7 +470,7 @@ struct DiskStoreTests {
         #expect(store.totalCount <= 150)
         var size = 0
         for key in try store.keys() {
-            let data = try #require(try store.data(forKey: key))
+            let data = try #require(try store.value(forKey: key))
             #expect(CrashPayloadLike.isIntact(data, key: key))
             size += data.count
         }
@@ -487,7 +487,7 @@ struct DiskStoreTests {
                     var configuration = DiskStore.Configuration()
                     configuration.logHandler = { message in logged.append(message) }
                     let store = try DiskStore(directory: directory, configuration: configuration)
-                    try store.setData(Data("\(worker)".utf8), forKey: "w\(worker)")
+                    try store.setValue(Data("\(worker)".utf8), forKey: "w\(worker)")
                 }
             }
             try await group.waitForAll()
@@ -504,12 +504,12 @@ struct DiskStoreTests {
     @Test func twoStoresOnOneDirectorySeeEachOther() throws {
         let first = try makeStore()
         let second = try makeStore()
-        try first.setData(Data("one".utf8), forKey: "a")
-        #expect(try second.data(forKey: "a") == Data("one".utf8))
-        try second.setData(Data("two".utf8), forKey: "a")
-        #expect(try first.data(forKey: "a") == Data("two".utf8))
-        try second.removeData(forKey: "a")
-        #expect(try first.data(forKey: "a") == nil)
+        try first.setValue(Data("one".utf8), forKey: "a")
+        #expect(try second.value(forKey: "a") == Data("one".utf8))
+        try second.setValue(Data("two".utf8), forKey: "a")
+        #expect(try first.value(forKey: "a") == Data("two".utf8))
+        try second.removeValue(forKey: "a")
+        #expect(try first.value(forKey: "a") == nil)
         #expect(first.totalCount == 0 && second.totalCount == 0)
     }
 }

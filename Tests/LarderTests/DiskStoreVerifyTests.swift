@@ -46,12 +46,12 @@ struct DiskStoreVerifyTests {
 
     /// Writes inline, file, gzip and expiring entries; returns their keys.
     func fill(_ store: DiskStore) throws -> [String] {
-        try store.setData(Data("small".utf8), forKey: "inline")
-        try store.setData(Self.bytes(40_000), forKey: "file")
-        try store.setData(Data(repeating: 0x61, count: 30_000), forKey: "gzip-file")
-        try store.setData(Data(repeating: 0x62, count: 3_000), forKey: "gzip-inline")
-        try store.setData(Self.bytes(20_000), forKey: "expired", expiry: .seconds(10))
-        try store.setData(Data(), forKey: "empty")
+        try store.setValue(Data("small".utf8), forKey: "inline")
+        try store.setValue(Self.bytes(40_000), forKey: "file")
+        try store.setValue(Data(repeating: 0x61, count: 30_000), forKey: "gzip-file")
+        try store.setValue(Data(repeating: 0x62, count: 3_000), forKey: "gzip-inline")
+        try store.setValue(Self.bytes(20_000), forKey: "expired", expiry: .seconds(10))
+        try store.setValue(Data(), forKey: "empty")
         clock.advance(by: 60)
         return ["empty", "expired", "file", "gzip-file", "gzip-inline", "inline"]
     }
@@ -95,8 +95,8 @@ struct DiskStoreVerifyTests {
         // Given a store with one entry damaged in each way
         let store = try makeStore { $0.compression = .gzip(level: 6) }
         _ = try fill(store)
-        try store.setData(Self.bytes(25_000), forKey: "missing")
-        try store.setData(Self.bytes(25_000), forKey: "truncated")
+        try store.setValue(Self.bytes(25_000), forKey: "missing")
+        try store.setValue(Self.bytes(25_000), forKey: "truncated")
         var flipped = try Data(contentsOf: blobFile(forKey: "file"))
         flipped[1_000] ^= 0x10
         try flipped.write(to: blobFile(forKey: "file"))
@@ -130,7 +130,7 @@ struct DiskStoreVerifyTests {
         #expect(!report.isHealthy)
         // And nothing was removed or counted as a read
         #expect(store.totalCount == countBefore)
-        #expect(try store.entry(forKey: "file") != nil)
+        #expect(try store.attributes(forKey: "file") != nil)
         #expect(FileManager.default.fileExists(atPath: try blobFile(forKey: "truncated").path))
         let statistics = store.statistics
         #expect(statistics.corruptEntriesDropped == 0)
@@ -141,8 +141,8 @@ struct DiskStoreVerifyTests {
 
     @Test func flippedByteInInlineRowIsAChecksumMismatch() throws {
         let store = try makeStore()
-        try store.setData(Data("intact".utf8), forKey: "a")
-        try store.setData(Data("damaged".utf8), forKey: "b")
+        try store.setValue(Data("intact".utf8), forKey: "a")
+        try store.setValue(Data("damaged".utf8), forKey: "b")
         try updateIndex("UPDATE entries SET crc = crc + 1 WHERE key = 'b'")
         let report = try store.verify()
         #expect(report.damagedEntries == [.init(key: "b", damage: .checksumMismatch)])
@@ -172,12 +172,12 @@ struct DiskStoreVerifyTests {
         #expect(report.goodCount == keys.count - 2)
         #expect(store.totalCount == keys.count - 2)
         #expect(store.totalSize == sizeBefore - 40_000 - 30_000)
-        #expect(try store.entry(forKey: "file") == nil)
+        #expect(try store.attributes(forKey: "file") == nil)
         #expect(!FileManager.default.fileExists(atPath: flippedFile.path))
         #expect(store.statistics.corruptEntriesDropped == 2)
         #expect(store.statistics.misses == 0)
         // And the good entries still read back, and a new pass is clean
-        #expect(try store.data(forKey: "inline") == Data("small".utf8))
+        #expect(try store.value(forKey: "inline") == Data("small".utf8))
         let again = try store.verify()
         #expect(again.damagedEntries.isEmpty && again.checkedCount == keys.count - 2)
     }

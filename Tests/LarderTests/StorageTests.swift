@@ -36,9 +36,9 @@ struct StorageTests {
         try storage.setValue("v", forKey: "k", tiers: writeTiers)
         // Then each tier holds it exactly when it was named
         #expect(storage.memory.containsValue(forKey: "k") == writeTiers.contains(.memory))
-        #expect(try storage.disk?.containsData(forKey: "k") == writeTiers.contains(.disk))
+        #expect(try storage.disk?.containsValue(forKey: "k") == writeTiers.contains(.disk))
         // And a read through `readTiers` finds it exactly when the sets overlap
-        let visible = !writeTiers.intersection(readTiers).isEmpty
+        let visible = overlaps(writeTiers, readTiers)
         #expect(try storage.containsValue(forKey: "k", tiers: readTiers) == visible)
         let entry = try storage.entry(forKey: "k", tiers: readTiers)
         #expect(entry?.value == (visible ? "v" : nil))
@@ -53,9 +53,9 @@ struct StorageTests {
         let storage = try makeStorage(.string)
         try storage.setValue("v", forKey: "k", tiers: writeTiers)
         let removed = try storage.removeValue(forKey: "k", tiers: removeTiers)
-        #expect(removed == !writeTiers.intersection(removeTiers).isEmpty)
+        #expect(removed == overlaps(writeTiers, removeTiers))
         #expect(storage.memory.containsValue(forKey: "k") == (writeTiers.contains(.memory) && !removeTiers.contains(.memory)))
-        #expect(try storage.disk?.containsData(forKey: "k") == (writeTiers.contains(.disk) && !removeTiers.contains(.disk)))
+        #expect(try storage.disk?.containsValue(forKey: "k") == (writeTiers.contains(.disk) && !removeTiers.contains(.disk)))
     }
 
     @Test(arguments: tierOptions)
@@ -89,7 +89,7 @@ struct StorageTests {
         let storage = try makeStorage(.string) { $0.defaultTiers = .memory }
         try storage.setValue("v", forKey: "k")
         #expect(storage.memory.containsValue(forKey: "k"))
-        #expect(try storage.disk?.containsData(forKey: "k") == false)
+        #expect(try storage.disk?.containsValue(forKey: "k") == false)
     }
 
     @Test func namingOnlyAMissingTierIsAnError() throws {
@@ -175,17 +175,17 @@ struct StorageTests {
     @Test func corruptPayloadIsAMissThatRemovesTheEntry() throws {
         // Given bytes on disk that are not a Profile
         let storage = try makeStorage(Transformer<Profile>.json())
-        try storage.disk?.setData(Data("{\"name\": 3}".utf8), forKey: "bad")
+        try storage.disk?.setValue(Data("{\"name\": 3}".utf8), forKey: "bad")
         // When read
         #expect(try storage.value(forKey: "bad") == nil)
         // Then the entry is gone and counted
-        #expect(try storage.disk?.containsData(forKey: "bad") == false)
+        #expect(try storage.disk?.containsValue(forKey: "bad") == false)
         #expect(storage.statistics.decodingFailures == 1)
     }
 
     @Test func stringTransformerRejectsInvalidUTF8() throws {
         let storage = try makeStorage(.string)
-        try storage.disk?.setData(Data([0xFF, 0xFE, 0x00]), forKey: "bad")
+        try storage.disk?.setValue(Data([0xFF, 0xFE, 0x00]), forKey: "bad")
         #expect(try storage.value(forKey: "bad") == nil)
         #expect(storage.statistics.decodingFailures == 1)
     }
@@ -206,7 +206,7 @@ struct StorageTests {
         let bytes = Data(repeating: 9, count: 10_000)
         try storage.setValue(bytes, forKey: "k")
         #expect(storage.memory.value(forKey: "k") == bytes) // not gzip bytes
-        #expect(try storage.disk?.entry(forKey: "k")?.encoding == .gzip)
+        #expect(try storage.disk?.attributes(forKey: "k")?.encoding == .gzip)
         #expect(try storage.value(forKey: "k", tiers: .disk) == bytes)
     }
 
@@ -222,7 +222,7 @@ struct StorageTests {
         configuration.disk.logHandler = nil
         let storage = try Storage<UUID, String>(configuration: configuration, transformer: .string)
         try storage.setValue("x", forKey: uuid)
-        #expect(try storage.disk?.data(forKey: uuid.uuidString) == Data("x".utf8))
+        #expect(try storage.disk?.value(forKey: uuid.uuidString) == Data("x".utf8))
     }
 
     // MARK: - Persistence, concurrency, statistics
@@ -330,8 +330,8 @@ struct StorageTests {
         try storage.setValue("raw" + repetitive, forKey: "raw")
         // Then only the compressible one is stored gzipped, and both read back intact
         let disk = try #require(storage.disk)
-        #expect(try disk.entry(forKey: "zip")?.encoding == .gzip)
-        #expect(try disk.entry(forKey: "raw")?.encoding == .raw)
+        #expect(try disk.attributes(forKey: "zip")?.encoding == .gzip)
+        #expect(try disk.attributes(forKey: "raw")?.encoding == .raw)
         #expect(try storage.value(forKey: "raw", tiers: .disk) == "raw" + repetitive)
     }
 
@@ -351,4 +351,9 @@ struct StorageTests {
         #expect(again == keys)
         #expect(storage.memory.statistics.hits == 1)
     }
+}
+
+/// Whether two tier sets of a memory + disk storage share a tier.
+private func overlaps(_ a: StorageTiers, _ b: StorageTiers) -> Bool {
+    [StorageTier.memory, .disk].contains { a.contains($0) && b.contains($0) }
 }

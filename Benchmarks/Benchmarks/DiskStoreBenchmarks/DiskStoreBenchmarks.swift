@@ -28,7 +28,7 @@ final class DiskFixture: @unchecked Sendable {  // Set up before, and read only 
         // Gzip gets text (it compresses); without gzip, incompressible bytes.
         value = compression == .none ? Workload.randomBytes(bytes) : Workload.text(bytes)
         keys = (0..<prefill).map { "key-\($0)" }
-        for key in keys { try store.setData(value, forKey: key) }
+        for key in keys { try store.setValue(value, forKey: key) }
         self.directory = directory
         self.store = store
     }
@@ -77,39 +77,39 @@ let benchmarks: @Sendable () -> Void = {
     for (bytes, label, prefill) in sizes {
         for (compression, suffix) in [(DiskStore.Compression.none, ""), (.gzip(level: 6), ", gzip")] {
             let variant = "\(label)\(suffix)"
-            disk("DiskStore.setData(\(variant))", compression: compression, bytes: bytes, prefill: 0) { store, f, i in
-                try store.setData(f.value, forKey: "new-\(i)")
+            disk("DiskStore.setValue(\(variant))", compression: compression, bytes: bytes, prefill: 0) { store, f, i in
+                try store.setValue(f.value, forKey: "new-\(i)")
             }
             disk("DiskStore.data(hit, \(variant))", compression: compression, bytes: bytes, prefill: prefill) { store, f, i in
-                blackHole(try store.data(forKey: f.keys[i % f.keys.count]))
+                blackHole(try store.value(forKey: f.keys[i % f.keys.count]))
             }
             guard compression == .none else { continue }  // the rest does not depend on gzip
 
-            disk("DiskStore.setData(overwrite, \(variant))", bytes: bytes, prefill: prefill) { store, f, i in
-                try store.setData(f.value, forKey: f.keys[i % f.keys.count])
+            disk("DiskStore.setValue(overwrite, \(variant))", bytes: bytes, prefill: prefill) { store, f, i in
+                try store.setValue(f.value, forKey: f.keys[i % f.keys.count])
             }
             disk("DiskStore.data(miss, \(variant))", bytes: bytes, prefill: prefill) { store, _, i in
-                blackHole(try store.data(forKey: "missing-\(i)"))
+                blackHole(try store.value(forKey: "missing-\(i)"))
             }
             // One removal per prefilled key; iterations past the prefill would be misses.
-            disk("DiskStore.removeData(\(variant))", bytes: bytes, prefill: prefill, maxIterations: prefill) { store, f, i in
-                blackHole(try store.removeData(forKey: f.keys[i % f.keys.count]))
+            disk("DiskStore.removeValue(\(variant))", bytes: bytes, prefill: prefill, maxIterations: prefill) { store, f, i in
+                blackHole(try store.removeValue(forKey: f.keys[i % f.keys.count]))
             }
             // Full at `prefill` entries: every write goes over the count limit; with the default
             // overflowTrimRatio of 0.2, one write in ~20% of the limit trims a batch.
-            disk("DiskStore.setData(evicting, \(variant))", countLimit: prefill, bytes: bytes, prefill: prefill) { store, f, i in
-                try store.setData(f.value, forKey: "new-\(i)")
+            disk("DiskStore.setValue(evicting, \(variant))", countLimit: prefill, bytes: bytes, prefill: prefill) { store, f, i in
+                try store.setValue(f.value, forKey: "new-\(i)")
             }
 
             // Two threads on one store: 2 × 32 operations per iteration.
-            disk("DiskStore.setData(2 threads × 32, \(variant))", bytes: bytes, prefill: 0) { store, f, i in
+            disk("DiskStore.setValue(2 threads × 32, \(variant))", bytes: bytes, prefill: 0) { store, f, i in
                 DispatchQueue.concurrentPerform(iterations: 2) { thread in
-                    for j in 0..<32 { try? store.setData(f.value, forKey: "new-\(i)-\(thread)-\(j)") }
+                    for j in 0..<32 { try? store.setValue(f.value, forKey: "new-\(i)-\(thread)-\(j)") }
                 }
             }
             disk("DiskStore.data(hit, 2 threads × 32, \(variant))", bytes: bytes, prefill: prefill) { store, f, i in
                 DispatchQueue.concurrentPerform(iterations: 2) { thread in
-                    for j in 0..<32 { blackHole(try? store.data(forKey: f.keys[(i * 64 + thread * 32 + j) % f.keys.count])) }
+                    for j in 0..<32 { blackHole(try? store.value(forKey: f.keys[(i * 64 + thread * 32 + j) % f.keys.count])) }
                 }
             }
         }

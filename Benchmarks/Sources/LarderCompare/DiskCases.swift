@@ -23,8 +23,8 @@ final class DiskStoreContender: DiskContender {
         store = try DiskStore(directory: directory, configuration: configuration)
     }
 
-    func set(_ data: Data, forKey key: String) throws { try store.setData(data, forKey: key) }
-    func get(_ key: String) throws -> Data? { try store.data(forKey: key) }
+    func set(_ data: Data, forKey key: String) throws { try store.setValue(data, forKey: key) }
+    func get(_ key: String) throws -> Data? { try store.value(forKey: key) }
     func close() { store.close() }
 }
 
@@ -106,7 +106,7 @@ func prepareOpenStores(root: URL) throws {
         try? FileManager.default.removeItem(at: directory)
         let store = try DiskStore(directory: directory)
         for i in 0..<count {
-            try store.setData(Workload.value(base: base, index: i), forKey: Workload.key("open", label, i))
+            try store.setValue(Workload.value(base: base, index: i), forKey: Workload.key("open", label, i))
         }
         guard store.totalCount == count else { fail("open-\(label): \(store.totalCount) entries, expected \(count)") }
         store.close()
@@ -123,7 +123,7 @@ func runOpenCases(root: URL, repeats: Int) throws {
             let seconds = try measure {
                 let store = try DiskStore(directory: directory)
                 total = store.totalCount
-                _ = try store.data(forKey: Workload.key("open", label, count / 2))
+                _ = try store.value(forKey: Workload.key("open", label, count / 2))
                 store.close()
             }
             guard total == count else { fail("open-\(label): \(total) entries, expected \(count)") }

@@ -149,11 +149,11 @@ func runScalingOne() throws {
         let directory = makeTemporaryDirectory("scaling")
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = try DiskStore(directory: directory, configuration: .init(sizeLimit: 1 << 40))
-        fill = try measure { for key in keys { try store.setData(value, forKey: key) } }
+        fill = try measure { for key in keys { try store.setValue(value, forKey: key) } }
         get = try measure {
-            for i in 0..<m where try store.data(forKey: keys[Workload.readIndex(i, n)]) == nil { fail("miss") }
+            for i in 0..<m where try store.value(forKey: keys[Workload.readIndex(i, n)]) == nil { fail("miss") }
         }
-        set = try measure { for key in newKeys { try store.setData(value, forKey: key) } }
+        set = try measure { for key in newKeys { try store.setValue(value, forKey: key) } }
         guard store.totalCount == n + m else { fail("disk: \(store.totalCount) entries") }
         store.close()
     default:

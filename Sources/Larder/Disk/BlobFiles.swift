@@ -63,7 +63,7 @@ struct BlobFiles: Sendable {
         var info = stat()
         guard stat(path, &info) == 0 else { throw ioError("inspecting directory", path) }
         guard (info.st_mode & S_IFMT) == S_IFDIR else {
-            throw StorageError.io(operation: "creating directory", path: path, underlying: "a file is in the way")
+            throw StorageError.io(operation: "creating directory", path: path, reason: "a file is in the way")
         }
     }
 
@@ -178,6 +178,6 @@ struct BlobFiles: Sendable {
     }
 
     static func ioError(_ operation: String, _ path: String, code: Int32 = errno) -> StorageError {
-        .io(operation: operation, path: path, underlying: String(cString: strerror(code)))
+        .io(operation: operation, path: path, errno: code)
     }
 }

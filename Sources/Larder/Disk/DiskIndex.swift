@@ -23,6 +23,7 @@ final class DiskIndex {
         var created: Int64
         var expires: Int64?
         var inlineData: Data?
+        var metadata: Data?
     }
 
     /// A row to insert or replace.
@@ -45,7 +46,7 @@ final class DiskIndex {
     let connection: SQLiteConnection
 
     private let selectLocation: SQLiteStatement
-    private let selectEntry: SQLiteStatement
+    private let selectAttributes: SQLiteStatement
     private let selectFile: SQLiteStatement
     private let upsert: SQLiteStatement
     private let deleteKey: SQLiteStatement
@@ -82,8 +83,8 @@ final class DiskIndex {
 
         let columns = "key, hash, file, size, original_size, encoding, crc, created, accessed, seq, expires, data, metadata"
         selectLocation = try connection.statement(
-            "SELECT file, size, original_size, encoding, crc, created, expires, data, hash FROM entries WHERE key = ?")
-        selectEntry = try connection.statement(
+            "SELECT file, size, original_size, encoding, crc, created, expires, data, hash, metadata FROM entries WHERE key = ?")
+        selectAttributes = try connection.statement(
             "SELECT key, size, original_size, encoding, file IS NULL, created, accessed, expires, metadata FROM entries WHERE key = ?")
         selectFile = try connection.statement("SELECT file FROM entries WHERE key = ?")
         upsert = try connection.statement("""
@@ -124,7 +125,8 @@ final class DiskIndex {
         while true {
             do {
                 return try body()
-            } catch let StorageError.sqlite(code, _, _) where [SQLITE_BUSY, SQLITE_LOCKED].contains(code & 0xFF)
+            } catch let error as StorageError
+                where [SQLITE_BUSY, SQLITE_LOCKED].contains((error.sqliteResultCode ?? 0) & 0xFF)
                 && ContinuousClock.now < deadline {
                 Thread.sleep(forTimeInterval: delay)
                 delay = min(delay * 2, 0.05)
@@ -199,16 +201,17 @@ final class DiskIndex {
                 crc: UInt32(truncatingIfNeeded: statement.int64(4)),
                 created: statement.int64(5),
                 expires: statement.optionalInt64(6),
-                inlineData: statement.data(7))
+                inlineData: statement.data(7),
+                metadata: statement.data(9))
         }
     }
 
-    func entry(forKey key: String) throws -> (entry: DiskStore.Entry, expires: Int64?)? {
-        try selectEntry.withReset { statement in
+    func attributes(forKey key: String) throws -> (attributes: DiskStore.Attributes, expires: Int64?)? {
+        try selectAttributes.withReset { statement in
             try statement.bind(key, at: 1)
             guard try statement.step() else { return nil }
             let expires = statement.optionalInt64(7)
-            let entry = DiskStore.Entry(
+            let attributes = DiskStore.Attributes(
                 key: statement.string(0),
                 size: Int(statement.int64(1)),
                 originalSize: Int(statement.int64(2)),
@@ -218,7 +221,7 @@ final class DiskIndex {
                 accessDate: Date(milliseconds: statement.int64(6)),
                 expirationDate: expires.map(Date.init(milliseconds:)),
                 metadata: statement.data(8))
-            return (entry, expires)
+            return (attributes, expires)
         }
     }
 

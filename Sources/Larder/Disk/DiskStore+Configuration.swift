@@ -119,7 +119,7 @@ extension DiskStore {
     }
 
     /// What the index knows about one entry, read without touching the value.
-    public struct Entry: Sendable, Hashable {
+    public struct Attributes: Sendable, Hashable {
         /// The key as written.
         public var key: String
         /// Bytes on disk (after compression).

@@ -14,8 +14,8 @@ import Musl
 ///
 /// ```swift
 /// let store = try DiskStore(directory: cacheURL) { $0.sizeLimit = 100 << 20 }
-/// try store.setData(Data("hello".utf8), forKey: "greeting", expiry: .seconds(3_600))
-/// let data = try store.data(forKey: "greeting") // "hello"
+/// try store.setValue(Data("hello".utf8), forKey: "greeting", expiry: .seconds(3_600))
+/// let data = try store.value(forKey: "greeting") // "hello"
 /// ```
 ///
 /// Directory layout: `index.sqlite` (WAL mode), `blobs/ab/…`, `tmp/` for in-flight writes.
@@ -76,8 +76,14 @@ public final class DiskStore: Sendable {
         self.configuration = configuration
         self.files = BlobFiles(root: self.directory, durable: configuration.durability == .durable)
 
-        try FileManager.default.createDirectory(
-            atPath: self.directory.path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        do {
+            try FileManager.default.createDirectory(
+                atPath: self.directory.path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            let reason = ((error as NSError).userInfo[NSUnderlyingErrorKey] as? POSIXError)
+                .map { String(cString: strerror($0.code.rawValue)) } ?? "\(error)"
+            throw StorageError.io(operation: "creating directory", path: self.directory.path, reason: reason, cause: error)
+        }
         try BlobFiles.makeDirectory(self.directory.path)
         try files.createDirectories()
 
@@ -177,15 +183,17 @@ public final class DiskStore: Sendable {
     /// damaged (the damaged entry is then removed).
     ///
     /// - Complexity: One indexed lookup, plus one file read for a value stored in a file.
-    public func data(forKey key: String) throws -> Data? {
+    public func value(forKey key: String) throws -> Data? {
         try dataWithEntryLocation(forKey: key)?.data
     }
 
     /// The value for `key` together with its expiration date.
     ///
     /// - Returns: `nil` on a miss, like ``data(forKey:)``.
-    public func dataWithExpiration(forKey key: String) throws -> (data: Data, expirationDate: Date?)? {
-        try dataWithEntryLocation(forKey: key).map { ($0.data, $0.location.expires.map(Date.init(milliseconds:))) }
+    public func entry(forKey key: String) throws -> TierEntry? {
+        try dataWithEntryLocation(forKey: key).map {
+            TierEntry(data: $0.data, expirationDate: $0.location.expires.map(Date.init(milliseconds:)), metadata: $0.location.metadata)
+        }
     }
 
     private func dataWithEntryLocation(forKey key: String) throws -> (data: Data, location: DiskIndex.Location)? {
@@ -266,7 +274,7 @@ public final class DiskStore: Sendable {
 
     /// Whether a live (unexpired) entry exists for `key`. Does not read the value or count as
     /// an access.
-    public func containsData(forKey key: String) throws -> Bool {
+    public func containsValue(forKey key: String) throws -> Bool {
         let now = configuration.now().milliseconds
         return try withIndex { state in
             let index = try Self.liveIndex(state)
@@ -277,13 +285,13 @@ public final class DiskStore: Sendable {
 
     /// The index's record of `key` — sizes, encoding, dates, metadata — without reading the
     /// value, or `nil` when there is no live entry. Not counted as an access.
-    public func entry(forKey key: String) throws -> Entry? {
+    public func attributes(forKey key: String) throws -> Attributes? {
         let now = configuration.now().milliseconds
         return try withIndex { state in
             let index = try Self.liveIndex(state)
-            guard let (entry, expires) = try index.entry(forKey: key) else { return nil }
+            guard let (attributes, expires) = try index.attributes(forKey: key) else { return nil }
             if let expires, expires <= now { return nil }
-            return entry
+            return attributes
         }
     }
 
@@ -341,7 +349,7 @@ public final class DiskStore: Sendable {
     /// - Throws: ``StorageError/invalidInput(_:)`` for a value larger than the size limit, an
     ///   invalid expiry or oversized metadata (the previous value stays); I/O or SQLite errors
     ///   (the store stays consistent and the previous value stays).
-    public func setData(
+    public func setValue(
         _ data: Data, forKey key: String, expiry: Expiry? = nil, metadata: Data? = nil, isCompressible: Bool = true
     ) throws {
         let expiry = expiry ?? configuration.defaultExpiry
@@ -408,7 +416,7 @@ public final class DiskStore: Sendable {
     ///
     /// - Returns: Whether an entry was removed.
     @discardableResult
-    public func removeData(forKey key: String) throws -> Bool {
+    public func removeValue(forKey key: String) throws -> Bool {
         let removed: (existed: Bool, file: String?) = try withIndex { state in
             let index = try Self.liveIndex(state)
             state.pendingAccesses[key] = nil
@@ -515,7 +523,7 @@ public final class DiskStore: Sendable {
     private func sweepInBackground() {
         do {
             try removeOrphanedFiles()
-        } catch StorageError.closed {
+        } catch let error as StorageError where error.code == .closed {
             return
         } catch {
             configuration.logHandler?("background sweep of \(directory.path) failed: \(error)")
@@ -609,11 +617,11 @@ public final class DiskStore: Sendable {
     ) throws -> [String] {
         let totals = try index.totals()
         guard totals.count > configuration.countLimit || totals.size > configuration.sizeLimit else { return [] }
-        let keep = 1 - configuration.overflowTrimRatio
+        let ratio = configuration.overflowTrimRatio
         let targetCount = totals.count > configuration.countLimit
-            ? Int((Double(configuration.countLimit) * keep).rounded(.down)) : configuration.countLimit
+            ? trimTarget(limit: configuration.countLimit, ratio: ratio) : configuration.countLimit
         let targetSize = totals.size > configuration.sizeLimit
-            ? Int((Double(configuration.sizeLimit) * keep).rounded(.down)) : configuration.sizeLimit
+            ? trimTarget(limit: configuration.sizeLimit, ratio: ratio) : configuration.sizeLimit
         return try shrink(&state, index: index, now: now, toCount: targetCount, toSize: targetSize, keeping: key)
     }
 

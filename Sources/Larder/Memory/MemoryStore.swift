@@ -209,20 +209,17 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     /// Removes the value stored for `key`.
     ///
     /// - Parameter key: The key to remove.
-    /// - Returns: The removed value, or `nil` when there was none. An expired value that was
-    ///   still held is removed but not returned.
+    /// - Returns: Whether a live value was removed. An expired value that was still held is
+    ///   removed but not counted.
     /// - Complexity: O(1).
     @inlinable @discardableResult
-    public func removeValue(forKey key: Key) -> Value? {
+    public func removeValue(forKey key: Key) -> Bool {
         let now: Double? = readsClockBeforeLocking ? currentTime() : nil
         lock.lock()
         let removed = state.remove(key)
         lock.unlock()
-        guard let removed else { return nil }
-        if removed.expiration != .infinity, removed.expiration <= (now ?? currentTime()) {
-            return nil
-        }
-        return removed.value
+        guard let removed else { return false }
+        return removed.expiration == .infinity || removed.expiration > (now ?? currentTime())
     }
 
     /// Removes every entry. Statistics counters are kept.
@@ -445,7 +442,7 @@ extension MemoryStore {
         /// Reads that returned nothing, including those that found an expired entry.
         public var misses = 0
         /// Writes that stored their value.
-        public var insertions = 0
+        public var writes = 0
         /// Writes refused because the entry cost too much, fitted no bucket, had already
         /// expired, or the count limit was `0`.
         public var rejections = 0
@@ -689,7 +686,7 @@ extension MemoryStore {
                 if let existing = index[key] { graveyard.bury(removeSlot(existing).value) }
                 return false
             }
-            statistics.insertions += 1
+            statistics.writes += 1
 
             // Keep the total representable: only reachable with costs near `Int.max`.
             while usage.cost > Int.max - cost, let victim = policy.victim() {

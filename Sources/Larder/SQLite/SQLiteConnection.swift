@@ -105,8 +105,8 @@ extension SQLiteConnection: Sendable {}
 extension StorageError {
     /// Whether this error says the database file is damaged or not a database at all.
     var isDatabaseCorruption: Bool {
-        guard case .sqlite(let code, _, _) = self else { return false }
-        let primary = code & 0xFF
+        guard code == .sqlite, let resultCode = sqliteResultCode else { return false }
+        let primary = resultCode & 0xFF
         return primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB
     }
 }

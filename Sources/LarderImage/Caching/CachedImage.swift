@@ -175,28 +175,28 @@ enum ImageFrame {
     static func decode(_ frame: Data) throws -> CachedImage {
         let bytes = [UInt8](frame.prefix(headerSize))
         guard bytes.count == headerSize, Data(bytes[0..<4]) == magic else {
-            throw StorageError.decoding(underlying: "not an image cache frame")
+            throw StorageError.decoding("not an image cache frame")
         }
         guard bytes[4] == version else {
-            throw StorageError.decoding(underlying: "image frame version \(bytes[4]) is not \(version)")
+            throw StorageError.decoding("image frame version \(bytes[4]) is not \(version)")
         }
         let length = bytes[5..<9].reduce(0) { $0 << 8 | Int($1) }
         let start = frame.startIndex + headerSize
         guard length <= frame.count - headerSize else {
-            throw StorageError.decoding(underlying: "image frame metadata of \(length) bytes is truncated")
+            throw StorageError.decoding("image frame metadata of \(length) bytes is truncated")
         }
         let stored: Stored
         do {
             stored = try JSONDecoder().decode(Stored.self, from: frame.subdata(in: start..<start + length))
         } catch {
-            throw StorageError.decoding(underlying: "image frame metadata: \(error)")
+            throw StorageError.decoding("image frame metadata: \(error)", cause: error)
         }
         let data = frame.subdata(in: start + length..<frame.endIndex)
         guard stored.b == data.count, !data.isEmpty,
               stored.w.map({ $0 > 0 }) ?? true, stored.h.map({ $0 > 0 }) ?? true,
               (stored.w == nil) == (stored.h == nil), stored.n.map({ $0 > 0 }) ?? true
         else {
-            throw StorageError.decoding(underlying: "image frame metadata does not match its \(data.count) bytes")
+            throw StorageError.decoding("image frame metadata does not match its \(data.count) bytes")
         }
         let metadata = ImageMetadata(
             format: ImageFormat(stored.f, mimeType: stored.m), pixelWidth: stored.w, pixelHeight: stored.h,

@@ -307,7 +307,7 @@ public final class ImageCache: Sendable {
     @discardableResult
     public func removeAll(tiers: StorageTiers = .all) async throws -> RemovalCounts {
         try await offload {
-            let present = tiers.intersection(self.storage.availableTiers)
+            let present = tiers
             var counts = RemovalCounts()
             if present.contains(.memory) { counts.memory = self.storage.memory.totalCount }
             if present.contains(.disk), let disk = self.storage.disk { counts.disk = disk.totalCount }
@@ -346,10 +346,7 @@ extension ImageCache {
 
 extension ImageResult.Source {
     init(_ tier: StorageTier) {
-        switch tier {
-        case .memory: self = .memory
-        case .disk: self = .disk
-        }
+        self = tier == .memory ? .memory : .disk
     }
 }
 

@@ -198,11 +198,10 @@ final class DemoWorkload {
                 continue
             }
             var result: String
-            switch entry.tier {
-            case .memory:
+            if entry.tier == .memory {
                 result = "memory hit"
-            case .disk:
-                result = "disk hit"
+            } else {
+                result = "\(entry.tier) hit"
                 if storage.statistics.promotions > promotionsBefore { result += ", promoted to memory" }
                 diskHitKeys.append(key)
             }
@@ -232,7 +231,7 @@ final class DemoWorkload {
         clock.advance(by: 31)
         let found = try storage.entry(forKey: key)
         table.append(time(), "read", found == nil ? "miss: expired in memory and on disk" : "hit (unexpected)")
-        let onDisk = try disk.containsData(forKey: key)
+        let onDisk = try disk.containsValue(forKey: key)
         table.append(time(), "disk check", onDisk ? "still on disk (unexpected)" : "gone from the disk index too")
         table.print()
         let expiredRows = disk.totalCount - (try disk.keys().count)
@@ -244,7 +243,7 @@ final class DemoWorkload {
         heading(4, "Eviction", "overflowing the disk limit trims \(Int(Self.trimRatio * 100))% at once")
         let keysBefore = Set(try disk.keys())
         var accessDates: [String: Date] = [:]
-        for key in keysBefore { accessDates[key] = try disk.entry(forKey: key)?.accessDate }
+        for key in keysBefore { accessDates[key] = try disk.attributes(forKey: key)?.accessDate }
         let countBefore = disk.totalCount
         let sizeBefore = disk.totalSize
         let statisticsBefore = disk.statistics
@@ -347,12 +346,12 @@ final class DemoWorkload {
     }
 
     private func storedSize(_ key: String) throws -> String {
-        guard let entry = try disk.entry(forKey: key) else { return "-" }
+        guard let entry = try disk.attributes(forKey: key) else { return "-" }
         return formatBytes(entry.size)
     }
 
     private func placement(_ key: String) throws -> String {
-        guard let entry = try disk.entry(forKey: key) else { return "-" }
+        guard let entry = try disk.attributes(forKey: key) else { return "-" }
         return (entry.isInline ? "inline" : "file") + (entry.encoding == .gzip ? ", gzip" : "")
     }
 }

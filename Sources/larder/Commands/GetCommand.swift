@@ -17,7 +17,7 @@ struct GetCommand: ParsableCommand {
     func run() throws {
         let store = try cache.openStore(.existing)
         defer { store.close() }
-        guard let data = try store.data(forKey: key) else {
+        guard let data = try store.value(forKey: key) else {
             throw ToolError("no entry for key \(quotedKey(key))")
         }
         try writeStandardOutput(data)

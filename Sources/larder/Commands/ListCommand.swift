@@ -34,10 +34,10 @@ struct ListCommand: ParsableCommand {
         let store = try cache.openStore(.existing)
         defer { store.close() }
         let keys = try prefix.map { try store.keys(withPrefix: $0) } ?? store.keys()
-        var entries: [DiskStore.Entry] = []
+        var entries: [DiskStore.Attributes] = []
         for key in keys {
             if let limit, entries.count >= limit.value { break }
-            if let entry = try store.entry(forKey: key) { entries.append(entry) }
+            if let entry = try store.attributes(forKey: key) { entries.append(entry) }
         }
         if json {
             try printJSON([
@@ -66,7 +66,7 @@ struct ListCommand: ParsableCommand {
         }
     }
 
-    static func json(_ entry: DiskStore.Entry) -> [String: Any] {
+    static func json(_ entry: DiskStore.Attributes) -> [String: Any] {
         [
             "key": entry.key,
             "original_bytes": entry.originalSize,

@@ -20,9 +20,9 @@ struct RemoveCommand: ParsableCommand {
     func run() throws {
         let store = try cache.openStore(.existing)
         defer { store.close() }
-        let existed = try store.containsData(forKey: key)
+        let existed = try store.containsValue(forKey: key)
         // An expired row is not an entry a reader can see, but it is still removed.
-        try store.removeData(forKey: key)
+        try store.removeValue(forKey: key)
         if !existed && !force {
             throw ToolError("no entry for key \(quotedKey(key))")
         }

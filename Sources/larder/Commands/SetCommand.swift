@@ -40,6 +40,6 @@ struct SetCommand: ParsableCommand {
         }
         let store = try cache.openStore(.create) { write.apply(to: &$0) }
         defer { store.close() }
-        try store.setData(data, forKey: key, expiry: ttl.map(Expiry.seconds))
+        try store.setValue(data, forKey: key, expiry: ttl.map(Expiry.seconds))
     }
 }

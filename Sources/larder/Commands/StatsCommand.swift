@@ -61,7 +61,7 @@ struct CacheSummary {
         entries = store.totalCount
         storedBytes = store.totalSize
         for key in try store.keys() {
-            guard let entry = try store.entry(forKey: key) else { continue }
+            guard let entry = try store.attributes(forKey: key) else { continue }
             liveEntries += 1
             originalBytes += entry.originalSize
             if entry.isInline { inlineEntries += 1 } else { fileEntries += 1 }

@@ -38,7 +38,7 @@ struct ReliabilityCorruptionTests {
             for index in 0..<40 {
                 let key = "h\(half)-\(index)"
                 let value = CrashPayload.make(key: key, generation: index + 1, size: index % 2 == 0 ? 200 + index : 9_000 + index * 300)
-                try store.setData(value, forKey: key, isCompressible: index % 4 != 1)
+                try store.setValue(value, forKey: key, isCompressible: index % 4 != 1)
                 values[key] = value
             }
             if half == 0 {
@@ -125,7 +125,7 @@ struct ReliabilityCorruptionTests {
             // bytes never are)…
             for (key, value) in values {
                 do {
-                    if let read = try store.data(forKey: key) {
+                    if let read = try store.value(forKey: key) {
                         #expect(read == value, "\(context): \(key) returned \(read.count) wrong bytes")
                         hits += 1
                     } else {
@@ -140,11 +140,11 @@ struct ReliabilityCorruptionTests {
             do {
                 let survivors = try Reliability.expectTotalsExact(store, context)
                 for key in survivors {
-                    let again = try store.data(forKey: key)
+                    let again = try store.value(forKey: key)
                     #expect(again == values[key], "\(context): \(key) changed \(again?.count ?? -1)")
                 }
-                try store.setData(Data("after".utf8), forKey: "after")
-                #expect(try store.data(forKey: "after") == Data("after".utf8))
+                try store.setValue(Data("after".utf8), forKey: "after")
+                #expect(try store.value(forKey: "after") == Data("after".utf8))
             } catch {
                 Issue.record("\(context): the store failed after the damage: \(error)")
             }

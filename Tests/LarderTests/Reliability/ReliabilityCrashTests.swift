@@ -31,7 +31,7 @@ struct ReliabilityCrashTests {
     static func verify(_ store: DiskStore, against log: CrashHelper.LogState, _ allowance: Allowance, context: String) throws -> Int {
         let keys = Set(log.completed.keys).union(log.inFlight.keys)
         for key in keys {
-            let data = try store.data(forKey: key)
+            let data = try store.value(forKey: key)
             var allowed = Set([log.completed[key], log.inFlight[key]].compactMap { $0 })
             if allowance.rollback { allowed.formUnion(log.everBegun[key] ?? []) }
             let missAllowed = log.completed[key] == nil || allowed.contains(0) || allowance.evictions || allowance.rollback

@@ -42,7 +42,7 @@ struct ReliabilityFullDiskTests {
         let store = try DiskStore(directory: directory, configuration: Reliability.configuration())
         let keys = try Reliability.expectTotalsExact(store, "after full disk")
         for key in keys {
-            let data = try #require(try store.data(forKey: key))
+            let data = try #require(try store.value(forKey: key))
             #expect(CrashPayload.verify(data)?.key == key)
         }
         Reliability.expectStillWorks(store, "after full disk")

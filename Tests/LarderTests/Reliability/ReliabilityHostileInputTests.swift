@@ -56,17 +56,17 @@ struct ReliabilityHostileInputTests {
             let store = try makeStore { $0.inlineThreshold = inlineThreshold; $0.compression = .gzip(level: 1) }
             // Given a hostile key, with values of 0 bytes and of some kilobytes
             let value = CrashPayload.make(key: "v", generation: index + 1, size: 5_000)
-            try store.setData(value, forKey: key)
-            try store.setData(Data("neighbour".utf8), forKey: key + "x")
+            try store.setValue(value, forKey: key)
+            try store.setValue(Data("neighbour".utf8), forKey: key + "x")
             // Then it reads back exactly, is listed, and its neighbours are untouched
-            #expect(try store.data(forKey: key) == value, "\(context)")
+            #expect(try store.value(forKey: key) == value, "\(context)")
             #expect(try store.keys().contains(key), "\(context)")
             #expect(try store.keys(withPrefix: key).contains(key + "x"), "\(context)")
-            try store.setData(Data(), forKey: key)
-            #expect(try store.data(forKey: key) == Data(), "\(context): an empty value must be a hit, not a miss")
-            #expect(try store.removeData(forKey: key), "\(context)")
-            #expect(try store.data(forKey: key) == nil, "\(context)")
-            #expect(try store.data(forKey: key + "x") == Data("neighbour".utf8), "\(context)")
+            try store.setValue(Data(), forKey: key)
+            #expect(try store.value(forKey: key) == Data(), "\(context): an empty value must be a hit, not a miss")
+            #expect(try store.removeValue(forKey: key), "\(context)")
+            #expect(try store.value(forKey: key) == nil, "\(context)")
+            #expect(try store.value(forKey: key + "x") == Data("neighbour".utf8), "\(context)")
             try Reliability.expectTotalsExact(store, context)
             try expectConfined(context)
             try store.removeAll()
@@ -76,7 +76,7 @@ struct ReliabilityHostileInputTests {
 
     @Test func prefixScanTreatsLikeWildcardsLiterally() throws {
         let store = try makeStore()
-        for key in ["%a", "%b", "_c", "abc", "a%c", "a_c"] { try store.setData(Data(key.utf8), forKey: key) }
+        for key in ["%a", "%b", "_c", "abc", "a%c", "a_c"] { try store.setValue(Data(key.utf8), forKey: key) }
         #expect(try store.keys(withPrefix: "%") == ["%a", "%b"])
         #expect(try store.keys(withPrefix: "_") == ["_c"])
         #expect(try store.keys(withPrefix: "a%") == ["a%c"])
@@ -86,9 +86,9 @@ struct ReliabilityHostileInputTests {
     @Test func valueOverTheSizeLimitLeavesNothingBehind() throws {
         // A 256 MiB value against a 64 MiB limit: refused before any file is written.
         let store = try makeStore { $0.sizeLimit = 64 << 20; $0.inlineThreshold = 0 }
-        try store.setData(Data("old".utf8), forKey: "big")
-        #expect(throws: StorageError.self) { try store.setData(Data(count: 256 << 20), forKey: "big", isCompressible: false) }
-        #expect(try store.data(forKey: "big") == Data("old".utf8))
+        try store.setValue(Data("old".utf8), forKey: "big")
+        #expect(throws: StorageError.self) { try store.setValue(Data(count: 256 << 20), forKey: "big", isCompressible: false) }
+        #expect(try store.value(forKey: "big") == Data("old".utf8))
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.appendingPathComponent("tmp").path).isEmpty)
         try Reliability.expectTotalsExact(store, "oversized")
         try expectConfined("oversized")
@@ -105,25 +105,25 @@ struct ReliabilityHostileInputTests {
     @Test func gzipRowClaimingAHugeOriginalSizeIsAMiss() throws {
         // Given a small gzip blob whose row claims 1 TiB once inflated
         let store = try makeStore { $0.compression = .gzip(level: 9); $0.inlineThreshold = 0 }
-        try store.setData(Data(repeating: 0x41, count: 100_000), forKey: "bomb")
-        try store.setData(Data("fine".utf8), forKey: "fine")
-        #expect(try store.entry(forKey: "bomb")?.encoding == .gzip)
+        try store.setValue(Data(repeating: 0x41, count: 100_000), forKey: "bomb")
+        try store.setValue(Data("fine".utf8), forKey: "fine")
+        #expect(try store.attributes(forKey: "bomb")?.encoding == .gzip)
         try withIndex { try $0.execute("UPDATE entries SET original_size = 1099511627776 WHERE key = 'bomb'") }
         // Then reading it is a miss that drops the entry, and the store keeps working
-        #expect(try store.data(forKey: "bomb") == nil)
-        #expect(try store.entry(forKey: "bomb") == nil)
+        #expect(try store.value(forKey: "bomb") == nil)
+        #expect(try store.attributes(forKey: "bomb") == nil)
         #expect(store.statistics.corruptEntriesDropped == 1)
-        #expect(try store.data(forKey: "fine") == Data("fine".utf8))
+        #expect(try store.value(forKey: "fine") == Data("fine".utf8))
         try Reliability.expectTotalsExact(store, "bomb")
     }
 
     @Test func gzipStreamInflatingPastItsRecordedSizeIsAMiss() throws {
         // Given a row whose stream really inflates to 64 MiB but that records 1 MiB
         let store = try makeStore { $0.compression = .gzip(level: 9); $0.inlineThreshold = 0 }
-        try store.setData(Data(count: 64 << 20), forKey: "bomb")
+        try store.setValue(Data(count: 64 << 20), forKey: "bomb")
         try withIndex { try $0.execute("UPDATE entries SET original_size = 1048576 WHERE key = 'bomb'") }
         // Then the decompressor stops at the recorded size: a miss
-        #expect(try store.data(forKey: "bomb") == nil)
+        #expect(try store.value(forKey: "bomb") == nil)
         #expect(throws: StorageError.self) { try Gzip.decompress(Gzip.compress(Data(count: 64 << 20), level: 9), maxSize: 1 << 20) }
     }
 
@@ -138,13 +138,13 @@ struct ReliabilityHostileInputTests {
     func lyingRowIsAMissAndTouchesNothingOutside(sql: String) throws {
         // Given entries in files and inline, then a row rewritten to lie
         let store = try makeStore { $0.inlineThreshold = 1_000 }
-        try store.setData(CrashPayload.make(key: "file", generation: 1, size: 4_000), forKey: "file")
-        try store.setData(CrashPayload.make(key: "inline", generation: 1, size: 100), forKey: "inline")
+        try store.setValue(CrashPayload.make(key: "file", generation: 1, size: 4_000), forKey: "file")
+        try store.setValue(CrashPayload.make(key: "inline", generation: 1, size: 100), forKey: "inline")
         try withIndex { try $0.execute(sql) }
         // Then every read is the exact value or a miss — for the moved key, never the bytes of
         // the key it was written for — and nothing outside the directory is read or removed
         for key in ["file", "inline", "file-moved", "inline-moved"] {
-            if let data = try store.data(forKey: key) {
+            if let data = try store.value(forKey: key) {
                 #expect(CrashPayload.verify(data)?.key == key, "\(sql): \(key) returned bytes that are not its own")
             }
         }

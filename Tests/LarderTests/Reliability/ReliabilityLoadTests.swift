@@ -90,7 +90,7 @@ struct ReliabilityLoadTests {
         #expect(storage.memory.totalCount <= 300 && storage.memory.totalCost <= 600_000)
         let keys = try Reliability.expectTotalsExact(disk, "after load")
         for key in keys {
-            let data = try #require(try disk.data(forKey: key))
+            let data = try #require(try disk.value(forKey: key))
             #expect(CrashPayload.verify(data)?.key == key, "disk value of \(key) damaged")
         }
         for index in 0..<keySpace {

@@ -24,7 +24,7 @@ enum Reliability {
     static func expectTotalsExact(_ store: DiskStore, _ context: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> [String] {
         let keys = try store.keys()
         var size = 0
-        for key in keys { size += try store.entry(forKey: key)?.size ?? 0 }
+        for key in keys { size += try store.attributes(forKey: key)?.size ?? 0 }
         #expect(store.totalCount == keys.count, "\(context): totalCount \(store.totalCount), recount \(keys.count)",
                 sourceLocation: sourceLocation)
         #expect(store.totalSize == size, "\(context): totalSize \(store.totalSize), recount \(size)",
@@ -39,10 +39,10 @@ enum Reliability {
         for (key, size) in [("probe-inline", 10), ("probe-file", 40_000)] {
             let value = CrashPayload.make(key: key, generation: 1, size: size)
             do {
-                try store.setData(value, forKey: key)
-                #expect(try store.data(forKey: key) == value, "\(context): probe \(key) did not read back",
+                try store.setValue(value, forKey: key)
+                #expect(try store.value(forKey: key) == value, "\(context): probe \(key) did not read back",
                         sourceLocation: sourceLocation)
-                #expect(try store.removeData(forKey: key), sourceLocation: sourceLocation)
+                #expect(try store.removeValue(forKey: key), sourceLocation: sourceLocation)
             } catch {
                 Issue.record("\(context): the store stopped working: \(error)", sourceLocation: sourceLocation)
             }

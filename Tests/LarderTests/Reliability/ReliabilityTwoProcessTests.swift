@@ -19,9 +19,9 @@ struct ReliabilityTwoProcessTests {
         var step = 0
         var reads = 0
         while helpers.contains(where: \.isRunning) {
-            try store.setData(CrashPayload.make(key: "local", generation: step + 1, size: step % 5_000), forKey: "local")
+            try store.setValue(CrashPayload.make(key: "local", generation: step + 1, size: step % 5_000), forKey: "local")
             let key = keys[step % keys.count]
-            if let data = try store.data(forKey: key) {
+            if let data = try store.value(forKey: key) {
                 #expect(CrashPayload.verify(data)?.key == key, "a concurrent read of \(key) returned damaged or foreign bytes")
                 reads += 1
             }
@@ -31,7 +31,7 @@ struct ReliabilityTwoProcessTests {
             await helper.waitForExit()
             #expect(helper.terminationReason == .exit && helper.terminationStatus == 0, "a helper failed")
         }
-        #expect(try store.data(forKey: "local") == CrashPayload.make(key: "local", generation: step, size: (step - 1) % 5_000))
+        #expect(try store.value(forKey: "local") == CrashPayload.make(key: "local", generation: step, size: (step - 1) % 5_000))
         return reads
     }
 
@@ -50,7 +50,7 @@ struct ReliabilityTwoProcessTests {
             let state = try CrashHelper.readLog(log)
             #expect(state.completedWrites == 400 && state.inFlight.isEmpty)
             for (key, generation) in state.completed {
-                let data = try #require(try store.data(forKey: key))
+                let data = try #require(try store.value(forKey: key))
                 #expect(CrashPayload.verify(data)?.generation == generation)
             }
         }
@@ -73,7 +73,7 @@ struct ReliabilityTwoProcessTests {
         for index in 0..<20 {
             let key = "s\(index)"
             let allowed = Set(states.compactMap { $0.completed[key] })
-            let data = try store.data(forKey: key)
+            let data = try store.value(forKey: key)
             let generation = data.map { CrashPayload.verify($0)?.key == key ? CrashPayload.verify($0)?.generation ?? -1 : -1 } ?? 0
             #expect(allowed.contains(generation), "\(key) holds \(generation), allowed \(allowed.sorted())")
         }
@@ -95,7 +95,7 @@ struct ReliabilityTwoProcessTests {
         let keys = try Reliability.expectTotalsExact(store, "evicting")
         #expect(keys.count <= 25)
         for key in keys {
-            let data = try #require(try store.data(forKey: key))
+            let data = try #require(try store.value(forKey: key))
             #expect(CrashPayload.verify(data)?.key == key)
         }
         print("reliability.two-process evicting: 600 helper writes, \(reads) concurrent reads checked")

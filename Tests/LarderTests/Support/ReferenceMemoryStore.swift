@@ -106,7 +106,7 @@ struct ReferenceMemoryStore<Key: Hashable & Sendable, Value>: MemoryStoreModel {
             statistics.rejections += 1
             return false
         }
-        statistics.insertions += 1
+        statistics.writes += 1
         items.insert(Item(key: key, value: value, cost: cost, expiration: expiration, bucket: bucket), at: 0)
 
         if let bucket {

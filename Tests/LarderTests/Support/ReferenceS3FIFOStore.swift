@@ -164,7 +164,7 @@ struct ReferenceS3FIFOStore<Key: Hashable & Sendable, Value>: MemoryStoreModel {
             statistics.rejections += 1
             return false
         }
-        statistics.insertions += 1
+        statistics.writes += 1
 
         // The written entry stays out of the queues until the evictions are done.
         var pending = Item(key: key, value: value, cost: cost, expiration: expiration, bucket: bucket)
