@@ -538,7 +538,7 @@ public final class DiskStore: Sendable {
     /// emptied in place and `body` runs once more against the empty index: the entries are lost
     /// — a cache may lose entries, never return wrong ones — and the store keeps working. Their
     /// blob files become orphans for the sweep of the next open (the reset clears `last_sweep`).
-    func withIndex<T>(_ body: (inout State) throws -> T) throws -> T {
+    func withIndex<T>(_ body: (inout State) throws -> sending T) throws -> sending T {
         let configuration = configuration
         return try state.withLock { state in
             do {
