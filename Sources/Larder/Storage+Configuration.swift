@@ -1,38 +1,65 @@
 public import Foundation
+import Synchronization
 
 extension Storage {
-    /// The settings of a ``Storage``: its memory tier, an optional disk tier, and the tiers a
-    /// call uses when it names none.
+    /// The settings of a ``Storage``: its memory tier, an optional disk tier, the tiers a call
+    /// uses when it names none, and one clock and one log handler for every tier.
     ///
     /// ```swift
     /// var configuration = Storage<String, Data>.Configuration(directory: cachesURL)
     /// configuration.memory.costLimit = 50 << 20
     /// configuration.disk.sizeLimit = 500 << 20
+    /// configuration.now = { testClock.now }   // every tier reads this clock
     /// let storage = try Storage(configuration: configuration, transformer: .data)
     /// ```
     public struct Configuration: Sendable {
         /// The memory tier's configuration. Defaults to `MemoryStore.Configuration()`.
         public var memory: MemoryStore<Key, Value>.Configuration
-        /// The directory of the disk tier; `nil` makes a memory-only storage that never touches
-        /// the file system. Defaults to `nil`.
+        /// The directory of the disk tier; `nil` makes a storage with no disk tier that never
+        /// touches the file system. Defaults to `nil`.
         public var directory: URL?
         /// The disk tier's configuration, used when ``directory`` is set. Defaults to
         /// `DiskStore.Configuration()`.
         public var disk: DiskStore.Configuration
         /// The tiers a call uses when it names none. Defaults to ``StorageTiers/all``.
         public var defaultTiers: StorageTiers
+        /// The clock of every tier the storage creates, replacing the tiers' own `now` when set.
+        /// Defaults to `nil`: each tier keeps its configuration's clock.
+        public var now: (@Sendable () -> Date)?
+        /// Where every tier the storage creates reports what it recovers from, replacing the
+        /// tiers' own handlers when set. Defaults to `nil`: each tier keeps its own.
+        public var logHandler: (@Sendable (String) -> Void)?
 
         /// Creates a configuration; every parameter has the documented default.
         public init(
             memory: MemoryStore<Key, Value>.Configuration = .init(),
             directory: URL? = nil,
             disk: DiskStore.Configuration = .init(),
-            defaultTiers: StorageTiers = .all
+            defaultTiers: StorageTiers = .all,
+            now: (@Sendable () -> Date)? = nil,
+            logHandler: (@Sendable (String) -> Void)? = nil
         ) {
             self.memory = memory
             self.directory = directory
             self.disk = disk
             self.defaultTiers = defaultTiers
+            self.now = now
+            self.logHandler = logHandler
+        }
+
+        /// The memory configuration with the storage-wide clock applied.
+        var effectiveMemory: MemoryStore<Key, Value>.Configuration {
+            var memory = self.memory
+            if let now { memory.now = now }
+            return memory
+        }
+
+        /// The disk configuration with the storage-wide clock and log handler applied.
+        var effectiveDisk: DiskStore.Configuration {
+            var disk = self.disk
+            if let now { disk.now = now }
+            if let logHandler { disk.logHandler = logHandler }
+            return disk
         }
     }
 
@@ -52,48 +79,96 @@ extension Storage {
             self.expirationDate = expirationDate
         }
     }
+
+    /// Counters since the storage was created, with every tier's current totals.
+    public var statistics: StorageStatistics {
+        var statistics = StorageStatistics()
+        statistics.misses = counters.misses.load(ordering: .relaxed)
+        statistics.writes = counters.writes.load(ordering: .relaxed)
+        statistics.decodingFailures = counters.decodingFailures.load(ordering: .relaxed)
+        let memoryStatistics = memory.statistics
+        var memoryFigures = StorageStatistics.TierFigures()
+        memoryFigures.hits = counters.memoryHits.load(ordering: .relaxed)
+        memoryFigures.misses = counters.memoryMisses.load(ordering: .relaxed)
+        memoryFigures.promotions = counters.memoryPromotions.load(ordering: .relaxed)
+        memoryFigures.evictions = memoryStatistics.evictions
+        memoryFigures.expirations = memoryStatistics.expirations
+        memoryFigures.totalCount = memoryStatistics.totalCount
+        memoryFigures.totalSize = memoryStatistics.totalCost
+        statistics.tiers[.memory] = memoryFigures
+        for tier in tiers {
+            let own = counters.tier(tier.tierID)
+            let shared = tier.tierStatistics
+            var figures = StorageStatistics.TierFigures()
+            figures.hits = own.hits.load(ordering: .relaxed)
+            figures.misses = own.misses.load(ordering: .relaxed)
+            figures.promotions = own.promotions.load(ordering: .relaxed)
+            figures.errors = own.errors.load(ordering: .relaxed) + shared.errors
+            figures.evictions = shared.evictions
+            figures.expirations = shared.expirations
+            figures.corruptEntriesDropped = shared.corruptEntriesDropped
+            figures.totalCount = shared.totalCount
+            figures.totalSize = shared.totalSize
+            statistics.tiers[tier.tierID] = figures
+        }
+        return statistics
+    }
 }
 
 extension Storage.Entry: Sendable where Value: Sendable {}
 
 /// Counters of a ``Storage`` since it was created, with its tiers' totals.
 ///
-/// Every read through the storage is exactly one of: a memory hit, a disk hit, or a miss.
+/// Every read through the storage is exactly one of: a hit in one tier, or a miss. A read that
+/// misses memory and hits the disk counts a memory miss and a disk hit.
+///
+/// ```swift
+/// let statistics = storage.statistics
+/// print(statistics[.memory].hits, statistics[.disk].hits, statistics.misses)
+/// print(statistics[.disk].totalSize)   // stored bytes on disk now
+/// ```
 public struct StorageStatistics: Sendable, Hashable {
-    /// Reads answered by the memory tier.
-    public var memoryHits = 0
-    /// Reads that looked in memory and found nothing there.
-    public var memoryMisses = 0
-    /// Reads answered by the disk tier.
-    public var diskHits = 0
-    /// Reads that looked on disk and found nothing there.
-    public var diskMisses = 0
+    /// The figures of one tier.
+    public struct TierFigures: Sendable, Hashable {
+        /// Reads the tier answered.
+        public var hits = 0
+        /// Reads that looked in the tier and found nothing there.
+        public var misses = 0
+        /// Values copied into this tier from a slower one.
+        public var promotions = 0
+        /// Entries the tier evicted for its limits.
+        public var evictions = 0
+        /// Expired entries the tier removed.
+        public var expirations = 0
+        /// Damaged entries the tier dropped.
+        public var corruptEntriesDropped = 0
+        /// Operations on the tier that failed.
+        public var errors = 0
+        /// Entries in the tier now.
+        public var totalCount = 0
+        /// Stored bytes in the tier now (the total cost, for memory).
+        public var totalSize = 0
+
+        /// Creates figures at zero.
+        public init() {}
+    }
+
+    /// The figures of each tier the storage has.
+    public var tiers: [StorageTier: TierFigures] = [:]
     /// Reads that found nothing in any tier they looked at.
     public var misses = 0
-    /// Disk hits copied into memory.
-    public var promotions = 0
     /// Completed `setValue` calls.
     public var writes = 0
-    /// Disk entries whose bytes the transformer could not decode (each was removed).
+    /// Entries whose bytes the transformer could not decode (each was removed).
     public var decodingFailures = 0
-    /// Entries evicted from memory by its limits.
-    public var memoryEvictions = 0
-    /// Entries evicted from disk by its limits.
-    public var diskEvictions = 0
-    /// Expired entries removed from memory.
-    public var memoryExpirations = 0
-    /// Expired entries removed from disk.
-    public var diskExpirations = 0
-    /// Damaged disk entries dropped.
-    public var diskCorruptEntriesDropped = 0
-    /// Entries in memory now.
-    public var memoryCount = 0
-    /// Total cost of the entries in memory now.
-    public var memoryCost = 0
-    /// Entries on disk now (0 for a memory-only storage).
-    public var diskCount = 0
-    /// Stored bytes on disk now (0 for a memory-only storage).
-    public var diskSize = 0
+
+    /// The figures of `tier`; zero for a tier the storage does not have.
+    public subscript(tier: StorageTier) -> TierFigures {
+        tiers[tier] ?? TierFigures()
+    }
+
+    /// Reads answered by any tier.
+    public var hits: Int { tiers.values.reduce(0) { $0 + $1.hits } }
 
     /// Creates statistics with every counter at zero.
     public init() {}

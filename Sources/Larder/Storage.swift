@@ -1,12 +1,23 @@
-import Foundation
+public import Foundation
 public import Synchronization
 
-/// The two-tier cache: a ``MemoryStore`` in front of an optional ``DiskStore``.
+/// A cache of decoded values in memory over an ordered list of byte tiers.
 ///
-/// Reads look in memory, then on disk; a disk hit is decoded once and promoted into memory with
-/// the entry's remaining lifetime. Writes and removals reach every tier the call names
-/// (``StorageTiers``, "contains" semantics; the configuration's ``Configuration/defaultTiers``
-/// otherwise). Memory holds decoded values; only the disk sees bytes from the ``Transformer``.
+/// `Storage` composes one ``MemoryStore`` of decoded values and the byte tiers behind it,
+/// fastest first: a ``DiskStore`` when the configuration names a directory, then any
+/// ``CacheTier``s given at creation. The rules that compose them are written once, here:
+///
+/// - **Reads** look in memory, then in each named tier in order. A hit in a byte tier is decoded
+///   once and copied (promoted) into the faster tiers the call names, with its remaining
+///   lifetime. Bytes the transformer cannot decode are a miss that removes them.
+/// - **Writes** reach the named byte tiers slowest first, then memory; every tier the call does
+///   not name loses its older value for the key, so it can never resurface. If a tier refuses
+///   the write, the key is removed from every faster tier and the error is thrown: a faster tier
+///   never holds a value a slower one refused.
+/// - **Removals** reach the named tiers slowest first, then memory.
+/// - **Ordering:** writes and removals of one key take turns (see the note below); a read that
+///   starts after a write returned sees that write, and a promotion never puts an older value
+///   over a newer write or a removal.
 ///
 /// ```swift
 /// let storage = try Storage<URL, Data>(
@@ -18,46 +29,69 @@ public import Synchronization
 /// try storage.removeValue(forKey: url, tiers: .all)
 /// ```
 ///
-/// Read-your-writes: a read that starts after a write returned sees that write, from any
-/// thread. Writes to one key are serialized, and a promotion never puts an older value over a
-/// newer write or a removal.
+/// No thread lock is held across I/O or caller code: the transformer, the cost closure and the
+/// tiers' I/O run outside every lock. Writes of one key wait for each other (a thread blocks, a
+/// task suspends); reads never wait for a write.
 ///
-/// - Important: Calls that reach the disk tier do file and SQLite I/O on the calling thread;
-///   use the `async` forms from Swift concurrency, which run that work off the caller's executor.
-public final class Storage<Key: CacheKey, Value>: @unchecked Sendable {
-    // @unchecked: every stored property is immutable; the stores and the counters are
-    // thread-safe, and the stripe locks are only taken and released inside one method.
-
+/// - Important: The synchronous API reaches memory and the local tiers (``LocalCacheTier``,
+///   such as the disk) and does their I/O on the calling thread; the `async` forms run that work
+///   on Larder's I/O queue and are the only ones that reach tiers that are not local.
+public final class Storage<Key: CacheKey, Value> {
     /// The configuration the storage was created with.
     public let configuration: Configuration
-    /// The memory tier.
+    /// The memory tier of decoded values.
+    ///
+    /// For inspection; writes through it bypass the storage's per-key ordering.
     public let memory: MemoryStore<Key, Value>
-    /// The disk tier, or `nil` for a memory-only storage.
-    public let disk: DiskStore?
-    /// The value codec for the disk tier.
+    /// The byte tiers behind memory, fastest first.
+    ///
+    /// For inspection; writes through them bypass the storage's per-key ordering.
+    public let tiers: [any CacheTier]
+    /// The value codec for the byte tiers.
     public let transformer: Transformer<Value>
 
-    /// Writes, removals and promotions of one key happen under that key's stripe lock.
-    private let stripes: [NSLock]
-    @usableFromInline let counters = Counters()
+    /// The byte tiers that synchronous calls reach (a prefix of nothing in particular: every
+    /// local tier, in order).
+    let localTiers: [any LocalCacheTier]
+    /// Whether every byte tier is local, so an async call can run the synchronous path in one
+    /// hop to the I/O queue.
+    let allTiersLocal: Bool
+    let turns = KeyTurns<Key>()
+    @usableFromInline let counters: Counters
+    /// The identities of every tier: memory first, then the byte tiers in order.
+    public let tierIDs: [StorageTier]
 
     /// Creates a storage.
     ///
     /// - Parameters:
-    ///   - configuration: The tiers' settings; without a directory the storage is memory-only.
-    ///   - transformer: The codec for the disk tier.
-    /// - Throws: ``StorageError/invalidConfiguration(field:value:reason:)`` for a bad
-    ///   configuration of either tier, or the errors of ``DiskStore/init(directory:configuration:)``.
-    public init(configuration: Configuration = .init(), transformer: Transformer<Value>) throws {
+    ///   - configuration: The tiers' settings; without a directory there is no disk tier.
+    ///   - additionalTiers: Byte tiers placed after the disk tier, in order (slower ones last).
+    ///   - transformer: The codec between values and the byte tiers' bytes.
+    /// - Throws: ``StorageError`` with code ``StorageError/Code/invalidConfiguration`` for a bad
+    ///   configuration of any tier or two tiers with one identity, or the errors of
+    ///   ``DiskStore/init(directory:configuration:)``.
+    public init(
+        configuration: Configuration = .init(), additionalTiers: [any CacheTier] = [], transformer: Transformer<Value>
+    ) throws {
         self.configuration = configuration
         self.transformer = transformer
-        self.memory = try MemoryStore(configuration: configuration.memory)
+        self.memory = try MemoryStore(configuration: configuration.effectiveMemory)
+        var tiers: [any CacheTier] = []
         if let directory = configuration.directory {
-            self.disk = try DiskStore(directory: directory, configuration: configuration.disk)
-        } else {
-            self.disk = nil
+            tiers.append(try DiskStore(directory: directory, configuration: configuration.effectiveDisk))
         }
-        self.stripes = (0..<64).map { _ in NSLock() }
+        tiers += additionalTiers
+        let ids = [StorageTier.memory] + tiers.map(\.tierID)
+        if let duplicate = ids.first(where: { id in ids.filter { $0 == id }.count > 1 }) {
+            throw StorageError.invalidConfiguration(
+                field: "tiers", value: ids.map(\.name).joined(separator: ", "),
+                reason: "the tier \(duplicate) appears twice")
+        }
+        self.tiers = tiers
+        self.tierIDs = ids
+        self.localTiers = tiers.compactMap { $0 as? any LocalCacheTier }
+        self.allTiersLocal = localTiers.count == tiers.count
+        self.counters = Counters(tiers: tiers.map(\.tierID))
     }
 
     /// Creates a storage with a configuration edited by `configure`.
@@ -67,17 +101,22 @@ public final class Storage<Key: CacheKey, Value>: @unchecked Sendable {
         try self.init(configuration: configuration, transformer: transformer)
     }
 
-    /// The tiers this storage has.
-    public var availableTiers: StorageTiers {
-        disk == nil ? .memory : .all
+    /// The disk tier, if the storage has one; for inspection (see ``tiers``).
+    public var disk: DiskStore? {
+        tiers.lazy.compactMap { $0 as? DiskStore }.first
+    }
+
+    /// The byte tier with identity `id`, if the storage has one; for inspection.
+    public func tier(_ id: StorageTier) -> (any CacheTier)? {
+        tiers.first { $0.tierID == id }
     }
 
     // MARK: - Reading
 
-    /// The value for `key`, from memory or else from disk, or `nil` on a miss.
+    /// The value for `key` from the first tier that holds it, or `nil` on a miss.
     ///
     /// - Parameter tiers: Where to look; defaults to the configuration's default tiers.
-    /// - Throws: ``StorageError`` for disk I/O failures or tiers the storage does not have.
+    /// - Throws: ``StorageError`` for I/O failures, or when `tiers` names no tier of the storage.
     @inlinable
     public func value(forKey key: Key, tiers: StorageTiers? = nil) throws -> Value? {
         try entry(forKey: key, tiers: tiers)?.value
@@ -85,19 +124,19 @@ public final class Storage<Key: CacheKey, Value>: @unchecked Sendable {
 
     /// The value for `key` with the tier that answered and its expiration, or `nil` on a miss.
     ///
-    /// A disk hit is promoted into memory (when `tiers` includes memory) with the entry's
+    /// A hit below memory is promoted into the faster tiers `tiers` names, with the entry's
     /// remaining lifetime. Bytes the transformer cannot decode are a miss that removes them.
     @inlinable
     public func entry(forKey key: Key, tiers: StorageTiers? = nil) throws -> Entry? {
-        let tiers = try resolve(tiers)
+        let tiers = tiers ?? configuration.defaultTiers
         if let found = memoryEntry(forKey: key, tiers: tiers) { return found }
-        return try diskEntry(forKey: key, tiers: tiers)
+        return try entryBelowMemory(forKey: key, tiers: tiers)
     }
 
     /// The memory half of a read: no I/O, safe on any executor.
     @inlinable
     func memoryEntry(forKey key: Key, tiers: StorageTiers) -> Entry? {
-        guard tiers.contains(.memory) else { return nil }
+        guard tiers.includesMemory else { return nil }
         if let found = memory.entry(forKey: key) {
             counters.memoryHits.add(1, ordering: .relaxed)
             return Entry(value: found.value, tier: .memory, expirationDate: found.expirationDate)
@@ -106,53 +145,73 @@ public final class Storage<Key: CacheKey, Value>: @unchecked Sendable {
         return nil
     }
 
-    /// The disk half of a read, after a memory miss: reads, decodes and promotes.
+    /// The rest of a read after a memory miss: each named local tier in order.
     @usableFromInline
-    func diskEntry(forKey key: Key, tiers: StorageTiers) throws -> Entry? {
-        guard tiers.contains(.disk), let disk else {
-            counters.misses.add(1, ordering: .relaxed)
-            return nil
-        }
-        let lock = stripe(for: key)
-        lock.lock()
-        defer { lock.unlock() }
-        // Another reader may have promoted the value while this one waited for the stripe.
-        if tiers.contains(.memory), let found = memory.entry(forKey: key) {
-            counters.memoryHits.add(1, ordering: .relaxed)
-            counters.memoryMisses.add(-1, ordering: .relaxed)
-            return Entry(value: found.value, tier: .memory, expirationDate: found.expirationDate)
-        }
-        guard let found = try disk.entry(forKey: key.cacheKey) else {
-            counters.diskMisses.add(1, ordering: .relaxed)
-            counters.misses.add(1, ordering: .relaxed)
-            return nil
-        }
-        let (data, expirationDate) = (found.data, found.expirationDate)
-        let value: Value
-        do {
-            value = try transformer.decode(data)
-        } catch {
-            try disk.removeValue(forKey: key.cacheKey)
-            counters.decodingFailures.add(1, ordering: .relaxed)
-            counters.diskMisses.add(1, ordering: .relaxed)
-            counters.misses.add(1, ordering: .relaxed)
-            return nil
-        }
-        counters.diskHits.add(1, ordering: .relaxed)
-        if tiers.contains(.memory) {
-            if memory.setValue(value, forKey: key, expiry: expirationDate.map(Expiry.date) ?? .never) {
-                counters.promotions.add(1, ordering: .relaxed)
+    func entryBelowMemory(forKey key: Key, tiers: StorageTiers) throws -> Entry? {
+        try checkNamesATier(tiers)
+        let token = turns.token(for: key)
+        let cacheKey = key.cacheKey
+        for (position, tier) in localTiers.enumerated() where tiers.contains(tier.tierID) {
+            guard let found = try tier.entry(forKey: cacheKey) else {
+                counters.tier(tier.tierID).misses.add(1, ordering: .relaxed)
+                continue
             }
+            guard let value = decodeOrDrop(found, forKey: key, from: tier, token: token) else { continue }
+            counters.tier(tier.tierID).hits.add(1, ordering: .relaxed)
+            let cost = tiers.includesMemory ? memoryCost(of: value) : nil
+            turns.withTurnIfUnchanged(key, since: token) {
+                promote(found, value: value, cost: cost, forKey: key, above: position, tiers: tiers)
+            }
+            return Entry(value: value, tier: tier.tierID, expirationDate: found.expirationDate)
         }
-        return Entry(value: value, tier: .disk, expirationDate: expirationDate)
+        counters.misses.add(1, ordering: .relaxed)
+        return nil
     }
 
-    /// Whether any of `tiers` holds a live value for `key`. Reads no value from disk and does
-    /// not change recency.
+    /// Decodes bytes a tier returned; bytes that do not decode are removed from that tier
+    /// (unless the key was written meanwhile) and read as a miss.
+    private func decodeOrDrop(
+        _ found: TierEntry, forKey key: Key, from tier: any LocalCacheTier, token: KeyTurns<Key>.Token
+    ) -> Value? {
+        do {
+            return try transformer.decode(found.data)
+        } catch {
+            counters.decodingFailures.add(1, ordering: .relaxed)
+            counters.tier(tier.tierID).misses.add(1, ordering: .relaxed)
+            _ = try? turns.withTurnIfUnchanged(key, since: token) { try tier.removeValue(forKey: key.cacheKey) }
+            return nil
+        }
+    }
+
+    /// Copies a hit from local tier `position` into the faster named tiers, holding the key's
+    /// turn. A tier that refuses the copy is skipped: the read has its value already.
+    private func promote(
+        _ found: TierEntry, value: Value, cost: Int?, forKey key: Key, above position: Int, tiers: StorageTiers
+    ) {
+        let expiry = found.expirationDate.map(Expiry.date) ?? .never
+        for faster in localTiers[..<position] where tiers.contains(faster.tierID) {
+            do {
+                try faster.setValue(found.data, forKey: key.cacheKey, expiry: expiry, metadata: found.metadata,
+                                    isCompressible: transformer.isCompressible(value))
+                counters.tier(faster.tierID).promotions.add(1, ordering: .relaxed)
+            } catch {
+                counters.tier(faster.tierID).errors.add(1, ordering: .relaxed)
+            }
+        }
+        if let cost, memory.setValue(value, forKey: key, cost: cost, expiry: expiry) {
+            counters.memoryPromotions.add(1, ordering: .relaxed)
+        }
+    }
+
+    /// Whether any of `tiers` holds a live value for `key`. Reads no value and does not change
+    /// recency.
     public func containsValue(forKey key: Key, tiers: StorageTiers? = nil) throws -> Bool {
-        let tiers = try resolve(tiers)
-        if tiers.contains(.memory), memory.containsValue(forKey: key) { return true }
-        if tiers.contains(.disk), let disk { return try disk.containsValue(forKey: key.cacheKey) }
+        let tiers = tiers ?? configuration.defaultTiers
+        try checkNamesATier(tiers)
+        if tiers.includesMemory, memory.containsValue(forKey: key) { return true }
+        for tier in localTiers where tiers.contains(tier.tierID) {
+            if try tier.containsValue(forKey: key.cacheKey) { return true }
+        }
         return false
     }
 
@@ -162,148 +221,176 @@ public final class Storage<Key: CacheKey, Value>: @unchecked Sendable {
         (try? value(forKey: key)) ?? nil
     }
 
+    /// The cache keys (``CacheKey/cacheKey``) of live entries that start with `prefix`, from
+    /// every named tier, sorted and without repeats.
+    public func keys(withPrefix prefix: String, tiers: StorageTiers? = nil) throws -> [String] {
+        let tiers = tiers ?? configuration.defaultTiers
+        try checkNamesATier(tiers)
+        var found = Set<String>()
+        if tiers.includesMemory {
+            for key in memory.keys() where key.cacheKey.hasPrefix(prefix) { found.insert(key.cacheKey) }
+        }
+        for tier in localTiers where tiers.contains(tier.tierID) {
+            found.formUnion(try tier.keys(withPrefix: prefix))
+        }
+        return found.sorted()
+    }
+
     // MARK: - Writing
 
-    /// Stores `value` for `key` in `tiers`.
+    /// Stores `value` for `key` in `tiers`, and removes any older value from the other tiers.
     ///
-    /// The disk write happens first; if it throws, no tier changes. Memory holds the value
+    /// The byte tiers are written slowest first, then memory. If a tier throws, the key is
+    /// removed from every faster tier before the error is rethrown. Memory holds the value
     /// itself, never its encoded bytes.
     ///
     /// - Parameters:
     ///   - expiry: When the entry expires; `nil` takes each tier's default expiry.
     ///   - tiers: Where to store; defaults to the configuration's default tiers.
-    /// - Throws: ``StorageError/encoding(underlying:)`` when the transformer refuses the value,
-    ///   disk errors, or ``StorageError/invalidInput(_:)`` for tiers the storage does not have.
+    /// - Throws: ``StorageError`` with code ``StorageError/Code/encoding`` when the transformer
+    ///   refuses the value (no tier changes), ``StorageError/Code/invalidInput`` for an expiry
+    ///   that is not finite or tiers the storage does not have, or a tier's error.
     public func setValue(_ value: Value, forKey key: Key, expiry: Expiry? = nil, tiers: StorageTiers? = nil) throws {
-        let tiers = try resolve(tiers)
-        if let expiry, !expiry.isValid {
-            throw StorageError.invalidInput("expiry \(expiry) is not a finite time")
-        }
-        // Caller code (the transformer) runs before the stripe lock is taken.
-        let encoded: Data? = try tiers.contains(.disk) && disk != nil ? encode(value) : nil
-        let compressible = encoded != nil && transformer.isCompressible(value)
-        let lock = stripe(for: key)
-        lock.lock()
-        defer { lock.unlock() }
-        if let encoded, let disk {
-            try disk.setValue(
-                encoded, forKey: key.cacheKey, expiry: expiry, isCompressible: compressible)
-        } else if tiers == .memory, let disk {
-            // A memory-only write must not leave an older disk value to resurface later.
-            try disk.removeValue(forKey: key.cacheKey)
-        }
-        if tiers.contains(.memory) {
-            memory.setValue(value, forKey: key, expiry: expiry)
-        } else {
-            // A disk-only write replaces what memory held, so no read sees the old value.
-            memory.removeValue(forKey: key)
+        let tiers = tiers ?? configuration.defaultTiers
+        let write = try prepareWrite(value, expiry: expiry, tiers: tiers)
+        try turns.withTurn(key) {
+            let cacheKey = key.cacheKey
+            for position in localTiers.indices.reversed() {
+                let tier = localTiers[position]
+                do {
+                    if tiers.contains(tier.tierID), let encoded = write.encoded {
+                        try tier.setValue(encoded, forKey: cacheKey, expiry: expiry, metadata: nil,
+                                          isCompressible: write.isCompressible)
+                    } else {
+                        try tier.removeValue(forKey: cacheKey)
+                    }
+                } catch {
+                    counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
+                    removeFromTiers(fasterThan: position, key: key)
+                    throw error
+                }
+            }
+            if let cost = write.cost {
+                memory.setValue(value, forKey: key, cost: cost, expiry: expiry)
+            } else {
+                memory.removeValue(forKey: key)
+            }
         }
         counters.writes.add(1, ordering: .relaxed)
     }
 
-    private func encode(_ value: Value) throws -> Data {
+    /// What a write needs before it takes the key's turn: caller code (transformer, cost
+    /// closure) runs here, outside any turn or lock.
+    struct PreparedWrite {
+        var encoded: Data?
+        var isCompressible: Bool
+        var cost: Int?
+    }
+
+    func prepareWrite(_ value: Value, expiry: Expiry?, tiers: StorageTiers) throws -> PreparedWrite {
+        try checkNamesATier(tiers)
+        if let expiry, !expiry.isValid {
+            throw StorageError.invalidInput("expiry \(expiry) is not a finite time")
+        }
+        let needsBytes = self.tiers.contains { tiers.contains($0.tierID) }
+        let encoded: Data?
         do {
-            return try transformer.encode(value)
-        } catch let error as StorageError {
-            throw error
+            encoded = needsBytes ? try transformer.encode(value) : nil
         } catch {
             throw StorageError.wrappingEncoding(error)
         }
+        return PreparedWrite(
+            encoded: encoded,
+            isCompressible: needsBytes && transformer.isCompressible(value),
+            cost: tiers.includesMemory ? memoryCost(of: value) : nil)
     }
 
-    /// Removes the value for `key` from `tiers`.
+    /// Best effort after a failed write: no tier faster than `position` may keep a value.
+    private func removeFromTiers(fasterThan position: Int, key: Key) {
+        for tier in localTiers[..<position] {
+            _ = try? tier.removeValue(forKey: key.cacheKey)
+        }
+        memory.removeValue(forKey: key)
+    }
+
+    /// Removes the value for `key` from `tiers`, slowest first.
     ///
     /// - Returns: Whether any tier held a value.
     @discardableResult
     public func removeValue(forKey key: Key, tiers: StorageTiers? = nil) throws -> Bool {
-        let tiers = try resolve(tiers)
-        let lock = stripe(for: key)
-        lock.lock()
-        defer { lock.unlock() }
-        var removed = false
-        if tiers.contains(.disk), let disk {
-            removed = try disk.removeValue(forKey: key.cacheKey)
+        let tiers = tiers ?? configuration.defaultTiers
+        try checkNamesATier(tiers)
+        return try turns.withTurn(key) {
+            var removed = false
+            for tier in localTiers.reversed() where tiers.contains(tier.tierID) {
+                removed = try tier.removeValue(forKey: key.cacheKey) || removed
+            }
+            if tiers.includesMemory {
+                removed = memory.removeValue(forKey: key) || removed
+            }
+            return removed
         }
-        if tiers.contains(.memory) {
-            removed = memory.removeValue(forKey: key) || removed
-        }
-        return removed
     }
 
-    /// Removes every value from `tiers`.
-    public func removeAll(tiers: StorageTiers? = nil) throws {
-        let tiers = try resolve(tiers)
-        // Hold every stripe so no promotion in flight lands after the clear.
-        for lock in stripes { lock.lock() }
-        defer { for lock in stripes { lock.unlock() } }
-        if tiers.contains(.disk), let disk { try disk.removeAll() }
-        if tiers.contains(.memory) { memory.removeAll() }
+    /// Removes every value from `tiers`, slowest first.
+    ///
+    /// - Returns: The number of entries each cleared tier held when the clear began (expired
+    ///   entries included).
+    @discardableResult
+    public func removeAll(tiers: StorageTiers? = nil) throws -> [StorageTier: Int] {
+        let tiers = tiers ?? configuration.defaultTiers
+        try checkNamesATier(tiers)
+        var counts: [StorageTier: Int] = [:]
+        for tier in localTiers.reversed() where tiers.contains(tier.tierID) {
+            counts[tier.tierID] = tier.tierStatistics.totalCount
+            try tier.removeAll()
+        }
+        // Promotions that read a cleared tier before the clear must not land in memory after it.
+        turns.advanceEpoch()
+        if tiers.includesMemory {
+            counts[.memory] = memory.totalCount
+            memory.removeAll()
+        }
+        return counts
     }
 
-    /// Removes expired entries from every tier.
+    /// Removes expired entries from `tiers`.
     ///
     /// - Returns: The number of entries removed.
     @discardableResult
-    public func removeExpired() throws -> Int {
-        try (disk?.removeExpired() ?? 0) + memory.removeExpired()
+    public func removeExpired(tiers: StorageTiers? = nil) throws -> Int {
+        let tiers = tiers ?? configuration.defaultTiers
+        try checkNamesATier(tiers)
+        var removed = 0
+        for tier in localTiers.reversed() where tiers.contains(tier.tierID) {
+            removed += try tier.removeExpired()
+        }
+        if tiers.includesMemory { removed += memory.removeExpired() }
+        return removed
     }
 
-    // MARK: - Statistics
-
-    /// Counters since the storage was created, with the tiers' current totals.
-    public var statistics: StorageStatistics {
-        var statistics = StorageStatistics()
-        statistics.memoryHits = counters.memoryHits.load(ordering: .relaxed)
-        statistics.memoryMisses = counters.memoryMisses.load(ordering: .relaxed)
-        statistics.diskHits = counters.diskHits.load(ordering: .relaxed)
-        statistics.diskMisses = counters.diskMisses.load(ordering: .relaxed)
-        statistics.misses = counters.misses.load(ordering: .relaxed)
-        statistics.promotions = counters.promotions.load(ordering: .relaxed)
-        statistics.writes = counters.writes.load(ordering: .relaxed)
-        statistics.decodingFailures = counters.decodingFailures.load(ordering: .relaxed)
-        let memoryStatistics = memory.statistics
-        statistics.memoryEvictions = memoryStatistics.evictions
-        statistics.memoryExpirations = memoryStatistics.expirations
-        statistics.memoryCount = memoryStatistics.totalCount
-        statistics.memoryCost = memoryStatistics.totalCost
-        if let diskStatistics = disk?.statistics {
-            statistics.diskEvictions = diskStatistics.evictions
-            statistics.diskExpirations = diskStatistics.expirations
-            statistics.diskCorruptEntriesDropped = diskStatistics.corruptEntriesDropped
-            statistics.diskCount = diskStatistics.totalCount
-            statistics.diskSize = diskStatistics.totalSize
-        }
-        return statistics
+    /// Closes every byte tier; later calls that reach one throw ``StorageError/Code/closed``.
+    /// Memory stays usable. Calling it again does nothing.
+    public func close() {
+        for tier in localTiers { tier.close() }
     }
 
     // MARK: - Helpers
 
-    /// The requested tiers narrowed to the ones this storage has; naming only missing tiers is
-    /// an error rather than a silent no-op.
-    @inlinable
-    func resolve(_ tiers: StorageTiers?) throws -> StorageTiers {
-        let requested = tiers ?? configuration.defaultTiers
-        let resolved = disk == nil ? (requested.contains(.memory) ? StorageTiers.memory : []) : requested
-        guard resolved.contains(.memory) || resolved.contains(.disk) else {
-            throw StorageError(code: .invalidInput, message: "tiers \(requested) name no tier of this storage (it has \(availableTiers))")
-        }
-        return resolved
+    /// Throws when `tiers` names no tier this storage has: that is a caller's mistake, not a
+    /// silent no-op.
+    @usableFromInline
+    func checkNamesATier(_ tiers: StorageTiers) throws {
+        guard !tierIDs.contains(where: { tiers.contains($0) }) else { return }
+        throw StorageError(
+            code: .invalidInput,
+            message: "tiers \(tiers) name no tier of this storage (it has \(StorageTiers(tierIDs)))")
     }
 
-    private func stripe(for key: Key) -> NSLock {
-        stripes[Int(UInt(bitPattern: key.hashValue) % UInt(stripes.count))]
+    /// The memory cost of `value`, computed outside every lock (it may run the caller's closure).
+    func memoryCost(of value: Value) -> Int {
+        memory.measure?(value) ?? 1
     }
 }
 
-/// Lock-free counters; relaxed ordering is enough for statistics.
-@usableFromInline
-final class Counters: Sendable {
-    @usableFromInline let memoryHits = Atomic<Int>(0)
-    @usableFromInline let memoryMisses = Atomic<Int>(0)
-    let diskHits = Atomic<Int>(0)
-    let diskMisses = Atomic<Int>(0)
-    @usableFromInline let misses = Atomic<Int>(0)
-    let promotions = Atomic<Int>(0)
-    let writes = Atomic<Int>(0)
-    let decodingFailures = Atomic<Int>(0)
-}
+extension Storage: Sendable where Value: Sendable {}

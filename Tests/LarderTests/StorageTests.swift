@@ -128,8 +128,8 @@ struct StorageTests {
         clock.advance(by: 61)
         #expect(try storage.value(forKey: "k") == nil)
         let statistics = storage.statistics
-        #expect(statistics.promotions == 1)
-        #expect(statistics.diskHits == 1 && statistics.memoryHits == 1)
+        #expect(statistics[.memory].promotions == 1)
+        #expect(statistics[.disk].hits == 1 && statistics[.memory].hits == 1)
     }
 
     @Test func expiryHoldsInBothTiers() throws {
@@ -234,7 +234,7 @@ struct StorageTests {
         }
         let reopened = try makeStorage(.string)
         for index in 0..<20 { #expect(try reopened.value(forKey: "k\(index)") == "value \(index)") }
-        #expect(reopened.statistics.diskHits == 20)
+        #expect(reopened.statistics[.disk].hits == 20)
     }
 
     @Test func readYourWritesFromManyConcurrentTasks() async throws {
@@ -294,15 +294,15 @@ struct StorageTests {
         _ = try storage.value(forKey: "none")   // miss in both
         let statistics = storage.statistics
         #expect(statistics.writes == 2)
-        #expect(statistics.memoryHits == 2)
-        #expect(statistics.diskHits == 1)
+        #expect(statistics[.memory].hits == 2)
+        #expect(statistics[.disk].hits == 1)
         #expect(statistics.misses == 1)
-        #expect(statistics.memoryMisses == 2)
-        #expect(statistics.diskMisses == 1)
-        #expect(statistics.promotions == 1)
-        #expect(statistics.memoryHits + statistics.diskHits + statistics.misses == 4)
-        #expect(statistics.memoryCount == 2 && statistics.diskCount == 2)
-        #expect(statistics.diskSize == 2)
+        #expect(statistics[.memory].misses == 2)
+        #expect(statistics[.disk].misses == 1)
+        #expect(statistics[.memory].promotions == 1)
+        #expect(statistics[.memory].hits + statistics[.disk].hits + statistics.misses == 4)
+        #expect(statistics[.memory].totalCount == 2 && statistics[.disk].totalCount == 2)
+        #expect(statistics[.disk].totalSize == 2)
     }
 
     @Test func asyncFormsWorkForMemoryOnlyStorages() async throws {

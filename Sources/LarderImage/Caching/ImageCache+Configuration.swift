@@ -31,6 +31,12 @@ extension ImageCache {
         /// earlier one with the same identifier. More can be added with
         /// ``ImageCache/register(_:)``. Defaults to none.
         public var processors: [ImageProcessor]
+        /// The clock of every tier, set once here (see `Storage.Configuration.now`). Defaults to
+        /// `nil`: each tier keeps its own configuration's clock.
+        public var now: (@Sendable () -> Date)?
+        /// Where the cache and every tier report what they recover from (see
+        /// `Storage.Configuration.logHandler`). Defaults to `nil`: the disk's own handler.
+        public var logHandler: (@Sendable (String) -> Void)?
 
         /// Creates a configuration; every parameter has the default documented on its property.
         public init(
@@ -38,36 +44,18 @@ extension ImageCache {
             directory: URL? = nil,
             disk: DiskStore.Configuration = .init(compression: .gzip(level: 6)),
             maximumConcurrentPrefetches: Int = 4,
-            processors: [ImageProcessor] = []
+            processors: [ImageProcessor] = [],
+            now: (@Sendable () -> Date)? = nil,
+            logHandler: (@Sendable (String) -> Void)? = nil
         ) {
+            self.now = now
+            self.logHandler = logHandler
             self.memory = memory
             self.directory = directory
             self.disk = disk
             self.maximumConcurrentPrefetches = maximumConcurrentPrefetches
             self.processors = processors
         }
-    }
-
-    /// How many entries a clear removed from each tier.
-    ///
-    /// ```swift
-    /// let removed = try await cache.removeAll(tiers: .memory)
-    /// print(removed.memory, removed.disk)   // "12 0"
-    /// ```
-    public struct RemovalCounts: Sendable, Hashable {
-        /// Entries removed from memory.
-        public var memory: Int
-        /// Entries removed from disk.
-        public var disk: Int
-
-        /// Creates counts.
-        public init(memory: Int = 0, disk: Int = 0) {
-            self.memory = memory
-            self.disk = disk
-        }
-
-        /// Entries removed from both tiers together.
-        public var total: Int { memory + disk }
     }
 
     /// What one prefetch batch did with its keys.

@@ -1,6 +1,6 @@
 public import Foundation
 import Larder
-import Synchronization
+import Larder
 
 extension ImageCache {
     /// The prefetch batches in flight.

@@ -1,7 +1,7 @@
 public import Foundation
 public import Larder
 import Dispatch
-import Synchronization
+import Larder
 
 /// A cache of encoded image bytes with their metadata, in memory and optionally on disk, that
 /// loads what it lacks exactly once.
@@ -48,11 +48,11 @@ public final class ImageCache: Sendable {
     /// The fetcher ``image(for:)`` uses, or `nil` when the cache was created without one.
     public let fetcher: HTTPImageFetcher?
 
-    private let processors: Mutex<[String: ImageProcessor]>
+    private let processors: Locked<[String: ImageProcessor]>
     /// Loads in flight, one per key.
     let loads = RequestCoalescer<ImageKey, ImageResult>()
     /// Prefetch batches in flight, for ``cancelPrefetching()``.
-    let prefetches = Mutex(PrefetchBatches())
+    let prefetches = Locked(PrefetchBatches())
     /// Shared by every prefetch batch, so the bound holds across batches.
     let prefetchPermits: AsyncSemaphore
 
@@ -71,14 +71,15 @@ public final class ImageCache: Sendable {
                 reason: "must be greater than 0")
         }
         var storageConfiguration = Storage<ImageKey, CachedImage>.Configuration(
-            memory: configuration.memory, directory: configuration.directory, disk: configuration.disk)
+            memory: configuration.memory, directory: configuration.directory, disk: configuration.disk,
+            now: configuration.now, logHandler: configuration.logHandler)
         if storageConfiguration.memory.cost == nil {
             storageConfiguration.memory.cost = { $0.metadata.memoryCost }
         }
         self.configuration = configuration
         self.storage = try Storage(configuration: storageConfiguration, transformer: .cachedImage)
         self.fetcher = fetcher
-        self.processors = Mutex(Dictionary(configuration.processors.map { ($0.identifier, $0) }) { $1 })
+        self.processors = Locked(Dictionary(configuration.processors.map { ($0.identifier, $0) }) { $1 })
         self.prefetchPermits = AsyncSemaphore(permits: configuration.maximumConcurrentPrefetches)
     }
 
@@ -159,7 +160,7 @@ public final class ImageCache: Sendable {
     /// - Returns: The image with ``ImageResult/Source/memory`` or ``ImageResult/Source/disk``,
     ///   or `nil` on a miss.
     public func cachedImage(for key: ImageKey) async throws -> ImageResult? {
-        try await storage.entry(forKey: key).map { ImageResult(image: $0.value, source: Source($0.tier)) }
+        try await storage.entry(forKey: key).map { ImageResult(image: $0.value, source: .tier($0.tier)) }
     }
 
     /// Checks `data` and stores it for `key` in every tier.
@@ -192,7 +193,7 @@ public final class ImageCache: Sendable {
     /// Disk (memory again, in case a load just finished), variant from the original, fetch.
     private func resolve(_ key: ImageKey, from source: FetchSource) async throws -> ImageResult {
         if let entry = try await storage.entry(forKey: key) {
-            return ImageResult(image: entry.value, source: Source(entry.tier))
+            return ImageResult(image: entry.value, source: .tier(entry.tier))
         }
         if !key.isOriginal, case let .success(steps) = processingSteps(for: key),
            let original = try await storage.entry(forKey: key.original)?.value {
@@ -250,8 +251,8 @@ public final class ImageCache: Sendable {
         do {
             try await storage.setValue(image, forKey: key)
         } catch {
-            configuration.disk.logHandler?("image \(key) kept in memory only: \(error)")
-            storage.memory.setValue(image, forKey: key)
+            log("image \(key) kept in memory only: \(error)")
+            _ = try? await storage.setValue(image, forKey: key, tiers: .memory)
         }
     }
 
@@ -267,21 +268,15 @@ public final class ImageCache: Sendable {
     /// The cached variants of `source`'s image (every key with its source and a target size or
     /// processors), sorted by canonical string.
     ///
-    /// On disk this is a range scan of the key index (`DiskStore/keys(withPrefix:)`). Memory
-    /// is searched too, since it can hold variants the disk has evicted or never stored: a
-    /// memory-only cache lists its memory keys (`MemoryStore/keys()`) and keeps the variants,
-    /// which costs O(n) in the entries in memory.
+    /// Every tier is searched (`Storage/keys(withPrefix:tiers:)`): on disk that is a range scan
+    /// of the key index; memory, which can hold variants the disk has evicted or never stored,
+    /// costs O(n) in the entries it holds.
     ///
     /// - Parameter source: Any key of the image; only its ``ImageKey/source`` matters.
     public func variants(of source: ImageKey) async throws -> [ImageKey] {
-        var found = Set(storage.memory.keys().filter { $0.isVariant(of: source) })
-        if let disk = storage.disk {
-            let prefix = source.variantPrefix
-            for string in try await offload({ try disk.keys(withPrefix: prefix) }) {
-                if let key = ImageKey(canonicalString: string), key.isVariant(of: source) { found.insert(key) }
-            }
+        try await storage.keys(withPrefix: source.variantPrefix).compactMap { string in
+            ImageKey(canonicalString: string).flatMap { $0.isVariant(of: source) ? $0 : nil }
         }
-        return found.sorted { $0.canonicalString < $1.canonicalString }
     }
 
     /// Removes `source`'s original and every cached variant from every tier.
@@ -292,37 +287,29 @@ public final class ImageCache: Sendable {
     /// - Returns: The number of keys removed (each counted once, whatever tiers held it).
     @discardableResult
     public func removeImage(source: ImageKey) async throws -> Int {
-        let keys = [source.original] + (try await variants(of: source))
-        return try await offload {
-            try keys.reduce(0) { count, key in try self.storage.removeValue(forKey: key) ? count + 1 : count }
+        var removed = 0
+        for key in [source.original] + (try await variants(of: source)) where try await storage.removeValue(forKey: key) {
+            removed += 1
         }
+        return removed
     }
 
     /// Removes every image from `tiers`.
     ///
-    /// - Parameter tiers: `StorageTiers/memory`, `StorageTiers/disk` or both (the default).
-    /// - Returns: The entries each tier held when the clear began, expired ones included.
-    /// - Throws: `StorageError/invalidInput(_:)` when `tiers` names only a tier the cache does
-    ///   not have (the disk of a memory-only cache), or disk errors.
+    /// - Parameter tiers: The tiers to clear; defaults to every tier.
+    /// - Returns: The entries each cleared tier held when the clear began, expired ones included.
+    /// - Throws: `StorageError` with code `invalidInput` when `tiers` names no tier the cache has
+    ///   (the disk of a memory-only cache), or the tiers' errors.
     @discardableResult
-    public func removeAll(tiers: StorageTiers = .all) async throws -> RemovalCounts {
-        try await offload {
-            let present = tiers
-            var counts = RemovalCounts()
-            if present.contains(.memory) { counts.memory = self.storage.memory.totalCount }
-            if present.contains(.disk), let disk = self.storage.disk { counts.disk = disk.totalCount }
-            try self.storage.removeAll(tiers: tiers)
-            return counts
-        }
+    public func removeAll(tiers: StorageTiers = .all) async throws -> [StorageTier: Int] {
+        try await storage.removeAll(tiers: tiers)
     }
 
     // MARK: - Helpers
 
-    private func offload<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        guard storage.disk != nil else { return try work() }
-        return try await withCheckedThrowingContinuation { continuation in
-            imageIOQueue.async { continuation.resume(with: Result { try work() }) }
-        }
+    /// Reports through the configuration's log handler, else the disk's.
+    func log(_ message: String) {
+        (configuration.logHandler ?? configuration.disk.logHandler)?(message)
     }
 }
 
@@ -344,11 +331,3 @@ extension ImageCache {
     typealias Source = ImageResult.Source
 }
 
-extension ImageResult.Source {
-    init(_ tier: StorageTier) {
-        self = tier == .memory ? .memory : .disk
-    }
-}
-
-/// Where the cache runs disk work that `Storage` has no `async` form for.
-private let imageIOQueue = DispatchQueue(label: "larder.image.io", qos: .userInitiated, attributes: .concurrent)

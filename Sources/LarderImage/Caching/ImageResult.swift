@@ -1,36 +1,45 @@
 public import Foundation
+public import Larder
 
 /// An image from ``ImageCache`` and the step that produced it.
 ///
 /// ```swift
 /// let result = try await cache.image(for: key) { try await download($0) }
-/// switch result.source {
-/// case .memory, .disk: metrics.hits += 1
-/// case .network, .processed: metrics.misses += 1
-/// }
+/// if result.source.isCached { metrics.hits += 1 } else { metrics.misses += 1 }
 /// render(result.data)
 /// ```
 public struct ImageResult: Sendable, Hashable {
-    /// Where an ``ImageResult`` came from.
-    public enum Source: Sendable, Hashable, CustomStringConvertible {
+    /// Where an ``ImageResult`` came from: a storage tier, the network, or a processor.
+    ///
+    /// An open set (like `StorageTier`): a storage with more tiers adds sources without
+    /// breaking a caller's `switch`.
+    public struct Source: Sendable, Hashable, CustomStringConvertible {
+        /// The source's name: a tier's name, `"network"` or `"processed"`.
+        public let name: String
+
+        private init(name: String) {
+            self.name = name
+        }
+
+        /// The storage tier `tier` held the image (it is now in the faster tiers too).
+        public static func tier(_ tier: StorageTier) -> Source {
+            Source(name: tier.name)
+        }
+
         /// The memory tier held the image.
-        case memory
+        public static let memory = Source.tier(.memory)
         /// The disk tier held the image (it is now in memory too).
-        case disk
+        public static let disk = Source.tier(.disk)
         /// The fetch closure or the ``HTTPImageFetcher`` produced the bytes, which are now cached.
-        case network
+        public static let network = Source(name: "network")
         /// A registered ``ImageProcessor`` made the variant from the cached (or just fetched)
         /// original; the variant is now cached.
-        case processed
+        public static let processed = Source(name: "processed")
 
-        public var description: String {
-            switch self {
-            case .memory: return "memory"
-            case .disk: return "disk"
-            case .network: return "network"
-            case .processed: return "processed"
-            }
-        }
+        /// Whether a cache tier answered (no fetch, no processing).
+        public var isCached: Bool { self != .network && self != .processed }
+
+        public var description: String { name }
     }
 
     /// The image bytes and metadata.

@@ -1,4 +1,4 @@
-import Synchronization
+import Larder
 
 /// Runs at most one operation per key at a time and hands its result to every caller waiting
 /// for that key.
@@ -30,7 +30,7 @@ final class RequestCoalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
         }
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// The result of the operation for `key`, starting `work` unless one is already in flight.
     ///

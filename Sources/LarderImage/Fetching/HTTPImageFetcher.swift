@@ -2,7 +2,7 @@ public import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Synchronization
+import Larder
 
 /// Downloads image bytes over HTTP(S) with timeouts, retries, validation and bounded concurrency.
 ///
@@ -39,7 +39,7 @@ public final class HTTPImageFetcher: Sendable {
     private let session: URLSession
     private let delegate: SessionDelegate
     private let semaphore: AsyncSemaphore
-    private let failures: Mutex<[String: Date]>
+    private let failures: Locked<[String: Date]>
 
     /// The most URLs the failure memory holds; the oldest is forgotten first.
     static let failureMemoryCapacity = 1024
@@ -55,7 +55,7 @@ public final class HTTPImageFetcher: Sendable {
         self.delegate = SessionDelegate(maximumBodySize: configuration.maximumBodySize)
         self.session = URLSession(configuration: sessionConfiguration, delegate: delegate, delegateQueue: nil)
         self.semaphore = AsyncSemaphore(permits: configuration.maximumConcurrentDownloads)
-        self.failures = Mutex([:])
+        self.failures = Locked([:])
     }
 
     /// Creates a fetcher, changing the default configuration in `configure` (Nuke style).
@@ -206,7 +206,7 @@ struct DownloadedResponse: Sendable {
 /// Links a task to the Swift task that awaits it, so cancellation that races task creation
 /// still cancels the request.
 private final class TaskHandle: Sendable {
-    private let state = Mutex<(task: URLSessionDataTask?, isCancelled: Bool)>((nil, false))
+    private let state = Locked<(task: URLSessionDataTask?, isCancelled: Bool)>((nil, false))
 
     /// Stores `task`; returns `false` when cancellation already happened.
     func attach(_ task: URLSessionDataTask) -> Bool {
@@ -229,7 +229,7 @@ private final class TaskHandle: Sendable {
 /// The session delegate: collects each task's bytes, reports progress and resumes its waiter.
 ///
 /// `@unchecked Sendable` because it inherits from `NSObject`; its only mutable state is the
-/// table of transfers inside a `Mutex`, and no lock is held while calling out.
+/// table of transfers inside a `Locked`, and no lock is held while calling out.
 private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     private struct Transfer {
         var continuation: CheckedContinuation<Result<DownloadedResponse, ImageFetchError>, Never>
@@ -239,7 +239,7 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecke
         var rejection: ImageFetchError?
     }
 
-    private let transfers = Mutex<[Int: Transfer]>([:])
+    private let transfers = Locked<[Int: Transfer]>([:])
     private let maximumBodySize: Int64
 
     init(maximumBodySize: Int64) {

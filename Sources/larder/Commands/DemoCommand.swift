@@ -106,12 +106,11 @@ final class DemoWorkload {
         disk.overflowTrimRatio = Self.trimRatio
         disk.keyHashing = hashing
         disk.compression = gzip ? .gzip(level: 6) : .none
-        disk.now = clock.function
-        disk.logHandler = { printError("larder: warning: \($0)") }
 
         var configuration = Storage<String, Data>.Configuration(directory: directory, disk: disk)
         configuration.memory.sizeBuckets = Self.memoryBuckets
-        configuration.memory.now = clock.function
+        configuration.now = clock.function
+        configuration.logHandler = { printError("larder: warning: \($0)") }
         storage = try Storage(configuration: configuration, transformer: .data)
         guard let store = storage.disk else { throw ToolError("the demo storage has no disk tier") }
         self.disk = store
@@ -192,7 +191,7 @@ final class DemoWorkload {
         var table = Table([.left, .left, .right], indent: 3)
         table.append("KEY", "RESULT", "BYTES")
         for key in ["config/settings.json", "avatar/1.bin", "avatar/1.bin", "photo/1.bin", "text/manual.md", "nothing/here"] {
-            let promotionsBefore = storage.statistics.promotions
+            let promotionsBefore = storage.statistics[.memory].promotions
             guard let entry = try storage.entry(forKey: key) else {
                 table.append(key, "miss", "-")
                 continue
@@ -202,7 +201,7 @@ final class DemoWorkload {
                 result = "memory hit"
             } else {
                 result = "\(entry.tier) hit"
-                if storage.statistics.promotions > promotionsBefore { result += ", promoted to memory" }
+                if storage.statistics[.memory].promotions > promotionsBefore { result += ", promoted to memory" }
                 diskHitKeys.append(key)
             }
             table.append(key, result, formatBytes(entry.value.count))
@@ -315,19 +314,19 @@ final class DemoWorkload {
         let statistics = storage.statistics
         var table = Table([.left, .right, .right], indent: 3)
         table.append("", "MEMORY", "DISK")
-        table.append("hits", formatCount(statistics.memoryHits), formatCount(statistics.diskHits))
-        table.append("misses", formatCount(statistics.memoryMisses), formatCount(statistics.diskMisses))
-        table.append("evictions", formatCount(statistics.memoryEvictions), formatCount(statistics.diskEvictions))
-        table.append("expirations", formatCount(statistics.memoryExpirations), formatCount(statistics.diskExpirations))
-        table.append("entries", formatCount(statistics.memoryCount), formatCount(statistics.diskCount))
-        table.append("bytes", formatBytes(statistics.memoryCost), formatBytes(statistics.diskSize))
+        table.append("hits", formatCount(statistics[.memory].hits), formatCount(statistics[.disk].hits))
+        table.append("misses", formatCount(statistics[.memory].misses), formatCount(statistics[.disk].misses))
+        table.append("evictions", formatCount(statistics[.memory].evictions), formatCount(statistics[.disk].evictions))
+        table.append("expirations", formatCount(statistics[.memory].expirations), formatCount(statistics[.disk].expirations))
+        table.append("entries", formatCount(statistics[.memory].totalCount), formatCount(statistics[.disk].totalCount))
+        table.append("bytes", formatBytes(statistics[.memory].totalSize), formatBytes(statistics[.disk].totalSize))
         table.print()
-        let hits = statistics.memoryHits + statistics.diskHits
+        let hits = statistics[.memory].hits + statistics[.disk].hits
         let reads = hits + statistics.misses
         let ratio = reads == 0 ? 0 : Double(hits) / Double(reads) * 100
         print(String(
             format: "   reads %d: %d hits, %d misses (hit ratio %.0f%%); %d promotions; %d writes",
-            reads, hits, statistics.misses, ratio, statistics.promotions, statistics.writes))
+            reads, hits, statistics.misses, ratio, statistics[.memory].promotions, statistics.writes))
     }
 
     // MARK: - Helpers

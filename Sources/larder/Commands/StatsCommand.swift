@@ -18,7 +18,7 @@ struct StatsCommand: ParsableCommand {
               inline_entries   live entries stored in the index row
               file_entries     live entries stored in blob files
               gzip_entries     live entries stored gzip-compressed
-              index_bytes      size of index.sqlite and its WAL
+              index_bytes      size of the index and its WAL
               oldest_access    least recent access of a live entry, or null
               newest_access    most recent access of a live entry, or null
             """)
@@ -69,10 +69,7 @@ struct CacheSummary {
             oldestAccess = min(oldestAccess ?? entry.accessDate, entry.accessDate)
             newestAccess = max(newestAccess ?? entry.accessDate, entry.accessDate)
         }
-        for name in ["index.sqlite", "index.sqlite-wal"] {
-            let path = store.directory.appendingPathComponent(name).path
-            indexBytes += ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
-        }
+        indexBytes = store.indexFileSize
     }
 
     var json: [String: Any] {

@@ -24,7 +24,7 @@ struct DemoImageCache {
         cache = try ImageCache { configuration in
             configuration.directory = directory
             configuration.disk = disk
-            configuration.memory.now = clock.function
+            configuration.now = clock.function
         }
     }
 

@@ -42,7 +42,6 @@ struct CacheOptions: ParsableArguments {
     func openStore(_ mode: OpenMode, configure: (inout DiskStore.Configuration) -> Void = { _ in }) throws -> DiskStore {
         let directory = url
         let path = directory.path
-        let indexPath = directory.appendingPathComponent("index.sqlite").path
         switch fileKind(path) {
         case .missing:
             guard mode == .create else {
@@ -50,9 +49,9 @@ struct CacheOptions: ParsableArguments {
             }
             try makeDirectories(path)
         case .directory:
-            if fileKind(indexPath) == .missing {
+            if !DiskStore.isStore(at: directory) {
                 if mode == .existing {
-                    throw ToolError("\(path) is not a larder cache (it has no index.sqlite)")
+                    throw ToolError("\(path) is not a larder cache (it has no index)")
                 }
                 let contents = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
                 guard contents.isEmpty else {

@@ -100,7 +100,7 @@ struct ReliabilityLoadTests {
             }
         }
         let statistics = storage.statistics
-        #expect(statistics.memoryEvictions > 0 && statistics.diskEvictions > 0, "the limits never forced an eviction")
-        print("reliability.load: \(total) operations on \(threads) threads in \(elapsed); memory evictions \(statistics.memoryEvictions), disk evictions \(statistics.diskEvictions), disk \(keys.count) entries")
+        #expect(statistics[.memory].evictions > 0 && statistics[.disk].evictions > 0, "the limits never forced an eviction")
+        print("reliability.load: \(total) operations on \(threads) threads in \(elapsed); memory evictions \(statistics[.memory].evictions), disk evictions \(statistics[.disk].evictions), disk \(keys.count) entries")
     }
 }

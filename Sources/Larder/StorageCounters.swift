@@ -1,0 +1,32 @@
+public import Synchronization
+
+/// Lock-free counters of a ``Storage``; relaxed ordering is enough for statistics.
+@usableFromInline
+final class Counters: Sendable {
+    @usableFromInline let memoryHits = Atomic<Int>(0)
+    @usableFromInline let memoryMisses = Atomic<Int>(0)
+    let memoryPromotions = Atomic<Int>(0)
+    let misses = Atomic<Int>(0)
+    let writes = Atomic<Int>(0)
+    let decodingFailures = Atomic<Int>(0)
+    /// One set per byte tier, in the storage's order.
+    private let byteTiers: [(id: StorageTier, counters: TierCounters)]
+
+    init(tiers: [StorageTier]) {
+        byteTiers = tiers.map { ($0, TierCounters()) }
+    }
+
+    /// The counters of byte tier `id` (a linear search: a storage has a handful of tiers).
+    func tier(_ id: StorageTier) -> TierCounters {
+        for entry in byteTiers where entry.id == id { return entry.counters }
+        preconditionFailure("Storage: no counters for tier \(id)")
+    }
+}
+
+/// The counters a ``Storage`` keeps for one byte tier.
+final class TierCounters: Sendable {
+    let hits = Atomic<Int>(0)
+    let misses = Atomic<Int>(0)
+    let promotions = Atomic<Int>(0)
+    let errors = Atomic<Int>(0)
+}

@@ -1,0 +1,197 @@
+import Dispatch
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Per-key ordering for ``Storage``: at most one writer of a key at a time, waiters served in
+/// arrival order, and a generation per key that tells a reader whether a write completed while
+/// it was reading.
+///
+/// A turn is not a thread lock held across I/O: nothing blocks while holding the internal lock,
+/// a holder may do I/O or `await`, and a waiter waits for the holder (a thread on a semaphore,
+/// a task on a continuation), never for a lock around caller code. Reads take no turn; they
+/// record ``token(for:)`` before reading the slower tiers and promote what they found only
+/// through ``withTurnIfUnchanged(_:since:_:)``, which never waits: if a writer holds the key or
+/// finished since the token was taken, the promotion is skipped (the value is still returned).
+///
+/// - Invariant: a key is in `held` exactly while one caller holds its turn; a key's generation
+///   changes each time a turn on it ends; `epoch` changes when ``advanceEpoch()`` runs.
+final class KeyTurns<Key: Hashable & Sendable>: Sendable {
+    /// One waiter for a turn.
+    enum Waiter {
+        case thread(DispatchSemaphore)
+        case task(CheckedContinuation<Void, Never>)
+
+        func resume() {
+            switch self {
+            case .thread(let semaphore): semaphore.signal()
+            case .task(let continuation): continuation.resume()
+            }
+        }
+    }
+
+    /// What a reader saw before reading: the key's generation stripe and the epoch.
+    struct Token: Equatable {
+        var generation: UInt64
+        var epoch: UInt64
+    }
+
+    struct State {
+        /// Keys whose turn is held, each with its waiters in arrival order.
+        var held: [Key: [Waiter]] = [:]
+        /// Generations by hash stripe: a collision only makes a promotion skip needlessly.
+        var generations = [UInt64](repeating: 0, count: KeyTurns.stripeCount)
+        var epoch: UInt64 = 0
+        /// Promotions between their check and their end (see ``drainPromotions()``).
+        var activePromotions = 0
+    }
+
+    static var stripeCount: Int { 1_024 }
+    private let state = Locked(State())
+
+    init() {}
+
+    private static func stripe(of key: Key) -> Int {
+        Int(UInt(bitPattern: key.hashValue) % UInt(stripeCount))
+    }
+
+    /// What a reader records before it reads the tiers below memory.
+    func token(for key: Key) -> Token {
+        let stripe = Self.stripe(of: key)
+        return state.withLock { Token(generation: $0.generations[stripe], epoch: $0.epoch) }
+    }
+
+    /// Takes `key`'s turn, blocking the calling thread while another caller holds it.
+    func acquire(_ key: Key) {
+        let semaphore: DispatchSemaphore? = state.withLock { state in
+            guard state.held[key] != nil else {
+                state.held[key] = []
+                return nil
+            }
+            let semaphore = DispatchSemaphore(value: 0)
+            state.held[key]!.append(.thread(semaphore))
+            return semaphore
+        }
+        semaphore?.wait()
+    }
+
+    /// Takes `key`'s turn, suspending the task while another caller holds it.
+    func acquire(_ key: Key) async {
+        let isFree: Bool = state.withLock { state in
+            guard state.held[key] != nil else {
+                state.held[key] = []
+                return true
+            }
+            return false
+        }
+        if isFree { return }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let handedOver: Bool = state.withLock { state in
+                // The holder may have finished between the two critical sections.
+                guard state.held[key] != nil else {
+                    state.held[key] = []
+                    return true
+                }
+                state.held[key]!.append(.task(continuation))
+                return false
+            }
+            if handedOver { continuation.resume() }
+        }
+    }
+
+    /// Ends `key`'s turn: bumps its generation and hands the turn to the next waiter, if any.
+    func release(_ key: Key) {
+        let stripe = Self.stripe(of: key)
+        let next: Waiter? = state.withLock { state in
+            state.generations[stripe] &+= 1
+            guard var waiters = state.held[key] else {
+                preconditionFailure("KeyTurns: releasing a turn that is not held")
+            }
+            if waiters.isEmpty {
+                state.held[key] = nil
+                return nil
+            }
+            let next = waiters.removeFirst()
+            state.held[key] = waiters
+            return next
+        }
+        next?.resume()
+    }
+
+    /// Runs `body` holding `key`'s turn (blocking the thread while waiting for it).
+    func withTurn<T>(_ key: Key, _ body: () throws -> T) rethrows -> T {
+        acquire(key)
+        defer { release(key) }
+        return try body()
+    }
+
+    /// Runs `body` holding `key`'s turn, suspending while waiting for it.
+    func withTurn<T>(_ key: Key, _ body: () async throws -> T) async rethrows -> T {
+        await acquire(key)
+        defer { release(key) }
+        return try await body()
+    }
+
+    /// Runs `body` holding `key`'s turn only if the turn is free right now and nothing was
+    /// written to `key` (and no ``advanceEpoch()`` ran) since `token` was taken. Never waits.
+    ///
+    /// - Returns: `body`'s result, or `nil` when it did not run.
+    func withTurnIfUnchanged<T>(_ key: Key, since token: Token, _ body: () throws -> T) rethrows -> T? {
+        guard tryAcquire(key, since: token) else { return nil }
+        defer { endPromotion(key) }
+        return try body()
+    }
+
+    /// The async form of ``withTurnIfUnchanged(_:since:_:)``.
+    func withTurnIfUnchanged<T>(_ key: Key, since token: Token, _ body: () async throws -> T) async rethrows -> T? {
+        guard tryAcquire(key, since: token) else { return nil }
+        defer { endPromotion(key) }
+        return try await body()
+    }
+
+    private func tryAcquire(_ key: Key, since token: Token) -> Bool {
+        let stripe = Self.stripe(of: key)
+        return state.withLock { state in
+            guard state.held[key] == nil, state.epoch == token.epoch,
+                  state.generations[stripe] == token.generation else { return false }
+            state.held[key] = []
+            state.activePromotions += 1
+            return true
+        }
+    }
+
+    /// Ends a promotion's turn without bumping the generation: a promotion copies the value a
+    /// reader already saw, it writes nothing new.
+    private func endPromotion(_ key: Key) {
+        let next: Waiter? = state.withLock { state in
+            state.activePromotions -= 1
+            guard var waiters = state.held[key] else {
+                preconditionFailure("KeyTurns: ending a promotion that holds no turn")
+            }
+            if waiters.isEmpty {
+                state.held[key] = nil
+                return nil
+            }
+            let next = waiters.removeFirst()
+            state.held[key] = waiters
+            return next
+        }
+        next?.resume()
+    }
+
+    /// Invalidates every token taken so far and waits for promotions already past their check
+    /// to finish, so that after it returns no promotion started earlier can write anything.
+    ///
+    /// Used by ``Storage/removeAll(tiers:)`` before it clears memory.
+    func advanceEpoch() {
+        state.withLock { $0.epoch &+= 1 }
+        // Promotions hold their turn only for one memory or tier write: spin briefly.
+        while state.withLock({ $0.activePromotions }) > 0 {
+            sched_yield()
+        }
+    }
+}
