@@ -183,6 +183,11 @@ final class KeyTurns<Key: Hashable & Sendable>: Sendable {
         next?.resume()
     }
 
+    /// How many callers wait for `key`'s turn (for tests and diagnostics).
+    func waiterCount(_ key: Key) -> Int {
+        state.withLock { $0.held[key]?.count ?? 0 }
+    }
+
     /// Invalidates every token taken so far and waits for promotions already past their check
     /// to finish, so that after it returns no promotion started earlier can write anything.
     ///
