@@ -250,8 +250,22 @@ public final class Storage<Key: CacheKey, Value> {
     /// - Throws: ``StorageError`` with code ``StorageError/Code/encoding`` when the transformer
     ///   refuses the value (no tier changes), ``StorageError/Code/invalidInput`` for an expiry
     ///   that is not finite or tiers the storage does not have, or a tier's error.
+    @inlinable
     public func setValue(_ value: Value, forKey key: Key, expiry: Expiry? = nil, tiers: StorageTiers? = nil) throws {
         let tiers = tiers ?? configuration.defaultTiers
+        guard self.tiers.isEmpty else { return try setValueThroughTiers(value, forKey: key, expiry: expiry, tiers: tiers) }
+        // Memory alone: no promotion can race a write, so the store's own lock orders writes.
+        try checkNamesATier(tiers)
+        if let expiry, !expiry.isValid {
+            throw StorageError(code: .invalidInput, message: "expiry \(expiry) is not a finite time")
+        }
+        memory.setValue(value, forKey: key, expiry: expiry)
+        counters.writes.add(1, ordering: .relaxed)
+    }
+
+    /// A write when the storage has byte tiers: slowest first, under the key's turn.
+    @usableFromInline
+    func setValueThroughTiers(_ value: Value, forKey key: Key, expiry: Expiry?, tiers: StorageTiers) throws {
         let write = try prepareWrite(value, expiry: expiry, tiers: tiers)
         try turns.withTurn(key) {
             let cacheKey = key.cacheKey

@@ -7,7 +7,7 @@ final class Counters: Sendable {
     @usableFromInline let memoryMisses = Atomic<Int>(0)
     let memoryPromotions = Atomic<Int>(0)
     let misses = Atomic<Int>(0)
-    let writes = Atomic<Int>(0)
+    @usableFromInline let writes = Atomic<Int>(0)
     let decodingFailures = Atomic<Int>(0)
     /// One set per byte tier, in the storage's order.
     private let byteTiers: [(id: StorageTier, counters: TierCounters)]

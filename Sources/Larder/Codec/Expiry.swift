@@ -30,7 +30,7 @@ public enum Expiry: Sendable, Hashable {
     }
 
     /// Whether the value is usable: a finite number of seconds, or a finite date.
-    var isValid: Bool {
+    @usableFromInline var isValid: Bool {
         switch self {
         case .never: return true
         case .seconds(let seconds): return seconds.isFinite
