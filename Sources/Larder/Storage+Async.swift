@@ -134,7 +134,7 @@ extension Storage where Value: Sendable {
 
     /// A read after a memory miss when some tier is not local: each named tier in order, local
     /// ones on the I/O queue.
-    private func walkTiers(forKey key: Key, tiers: StorageTiers) async throws -> Entry? {
+    func walkTiers(forKey key: Key, tiers: StorageTiers) async throws -> Entry? {
         try checkNamesATier(tiers)
         let token = turns.token(for: key)
         for (position, tier) in self.tiers.enumerated() where tiers.contains(tier.tierID) {

@@ -86,6 +86,8 @@ extension Storage {
         statistics.misses = counters.misses.load(ordering: .relaxed)
         statistics.writes = counters.writes.load(ordering: .relaxed)
         statistics.decodingFailures = counters.decodingFailures.load(ordering: .relaxed)
+        statistics.loads = counters.loads.load(ordering: .relaxed)
+        statistics.loadStoreFailures = counters.loadStoreFailures.load(ordering: .relaxed)
         let memoryStatistics = memory.statistics
         var memoryFigures = StorageStatistics.TierFigures()
         memoryFigures.hits = counters.memoryHits.load(ordering: .relaxed)
@@ -161,6 +163,10 @@ public struct StorageStatistics: Sendable, Hashable {
     public var writes = 0
     /// Entries whose bytes the transformer could not decode (each was removed).
     public var decodingFailures = 0
+    /// Values made by a get-or-load loader (one per coalesced load, however many waited).
+    public var loads = 0
+    /// Loaded values the tiers refused to store (each was still returned).
+    public var loadStoreFailures = 0
 
     /// The figures of `tier`; zero for a tier the storage does not have.
     public subscript(tier: StorageTier) -> TierFigures {

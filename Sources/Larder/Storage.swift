@@ -57,6 +57,10 @@ public final class Storage<Key: CacheKey, Value> {
     /// hop to the I/O queue.
     let allTiersLocal: Bool
     let turns = KeyTurns<Key>()
+    /// Get-or-load: one loader per key in flight.
+    let loads = RequestCoalescer<Key, LoadedValue<Value>>()
+    /// Get-or-load failures remembered for their `failureExpiry`.
+    let failures = FailureMemory<Key>()
     @usableFromInline let counters: Counters
     /// The identities of every tier: memory first, then the byte tiers in order.
     public let tierIDs: [StorageTier]

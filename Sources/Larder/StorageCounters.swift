@@ -9,6 +9,8 @@ final class Counters: Sendable {
     let misses = Atomic<Int>(0)
     @usableFromInline let writes = Atomic<Int>(0)
     let decodingFailures = Atomic<Int>(0)
+    let loads = Atomic<Int>(0)
+    let loadStoreFailures = Atomic<Int>(0)
     /// One set per byte tier, in the storage's order.
     private let byteTiers: [(id: StorageTier, counters: TierCounters)]
 

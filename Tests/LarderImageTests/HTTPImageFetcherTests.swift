@@ -1,6 +1,7 @@
 import Foundation
+import Larder
 import LarderImage
-import Synchronization
+
 import Testing
 
 @Suite(.timeLimit(.minutes(5)))
@@ -37,7 +38,7 @@ struct HTTPImageFetcherTests {
             TestHTTPServer.Response(headers: [("Content-Type", "image/png"), ("ETag", "\"v1\""),
                                               ("Last-Modified", "Sat, 21 Nov 2026 10:00:00 GMT")], body: png)
         }
-        let reports = Mutex<[(Int64, Int64?)]>([])
+        let reports = Locked<[(Int64, Int64?)]>([])
         // When the image is fetched
         let fetched = try await makeFetcher().fetch(server.url("/a.png")) { received, expected in
             reports.withLock { $0.append((received, expected)) }

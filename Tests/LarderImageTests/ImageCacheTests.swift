@@ -2,7 +2,7 @@ import Foundation
 import LarderTestSupport
 import Larder
 @testable import LarderImage
-import Synchronization
+
 import Testing
 
 @Suite(.timeLimit(.minutes(5)))
@@ -146,7 +146,7 @@ struct ImageCacheTests {
         let cache = try makeCache(disk: false)
         let key = Self.key("keep-going.png")
         let fetches = AsyncCounter(), gate = AsyncGate()
-        let fetchSawCancellation = Mutex(false)
+        let fetchSawCancellation = Locked(false)
         let png = self.png
         let fetch: @Sendable (ImageKey) async throws -> Data = { _ in
             fetches.increment()
@@ -267,7 +267,7 @@ struct ImageCacheTests {
 
     @Test func aMissingVariantIsMadeFromTheCachedOriginalWithoutFetching() async throws {
         // Given a cached original and a resize processor that records what it was given
-        let seen = Mutex<[(Data, ImageKey)]>([])
+        let seen = Locked<[(Data, ImageKey)]>([])
         let gif = self.gif
         let cache = try makeCache {
             $0.processors = [.resize { image, key in
@@ -297,7 +297,7 @@ struct ImageCacheTests {
 
     @Test func aVariantRunsResizeThenItsNamedProcessorsInOrder() async throws {
         // Given processors that append their names, each returning a valid image
-        let log = Mutex<[String]>([])
+        let log = Locked<[String]>([])
         let gif = self.gif
         func recording(_ name: String) -> ImageProcessor {
             ImageProcessor(name) { image, _ in
@@ -320,7 +320,7 @@ struct ImageCacheTests {
         let cache = try makeCache()
         try await cache.storeImage(png, for: Self.key("q.png"))
         let variant = Self.key("q.png", processors: ["sepia"])
-        let requested = Mutex<[ImageKey]>([])
+        let requested = Locked<[ImageKey]>([])
         let gif = self.gif
         // When the variant is requested
         let result = try await cache.image(for: variant) { key in
@@ -416,7 +416,7 @@ struct ImageCacheTests {
         try await cache.storeImage(png, for: keys[1])
         try await cache.storeImage(png, for: keys[3])
         try await cache.storage.removeValue(forKey: keys[3], tiers: .memory)
-        let fetched = Mutex<Set<ImageKey>>([])
+        let fetched = Locked<Set<ImageKey>>([])
         let png = self.png
         // When all five are prefetched
         let summary = await cache.prefetch(keys) { key in

@@ -1,5 +1,7 @@
-import Foundation
+import Larder
 import Synchronization
+import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -33,7 +35,7 @@ final class TestHTTPServer: Sendable {
         var inFlight = 0
         var maximumInFlight = 0
     }
-    private let counters = Mutex(Counters())
+    private let counters = Locked(Counters())
     private let isStopped = Atomic<Bool>(false)
 
     init(handler: @escaping Handler) throws {
@@ -127,7 +129,7 @@ final class TestHTTPServer: Sendable {
 
 /// A settable clock for TTL tests.
 final class TestClock: Sendable {
-    private let date = Mutex(Date(timeIntervalSince1970: 1_000_000))
+    private let date = Locked(Date(timeIntervalSince1970: 1_000_000))
     var now: @Sendable () -> Date { { self.date.withLock { $0 } } }
     func advance(by seconds: TimeInterval) { date.withLock { $0 += seconds } }
 }

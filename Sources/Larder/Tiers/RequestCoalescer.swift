@@ -1,7 +1,6 @@
-import Larder
-
-/// Runs at most one operation per key at a time and hands its result to every caller waiting
-/// for that key.
+/// Runs at most one operation per key at a time in this process, and hands its result to every
+/// caller waiting for that key: the one coalescer of the package, used by
+/// ``Storage/value(forKey:tiers:expiry:failureExpiry:orLoad:)`` and by `ImageCache`.
 ///
 /// Each caller waits on its own continuation, so:
 /// - a caller whose task is cancelled leaves at once with `CancellationError`, and the others
@@ -13,7 +12,9 @@ import Larder
 ///
 /// Every continuation is resumed exactly once: by ``finish`` (with the result) or by ``leave``
 /// (with `CancellationError`), whichever removes it from the table under the lock first.
-final class RequestCoalescer<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+package final class RequestCoalescer<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+    package init() {}
+
     private struct Operation {
         let id: UInt64
         var task: Task<Void, Never>?
@@ -36,7 +37,7 @@ final class RequestCoalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
     ///
     /// - Throws: The operation's error, or `CancellationError` when the calling task is
     ///   cancelled before the result arrives.
-    func value(for key: Key, work: @escaping @Sendable () async throws -> Value) async throws -> Value {
+    package func value(for key: Key, work: @escaping @Sendable () async throws -> Value) async throws -> Value {
         let waiterID = state.withLock { $0.makeID() }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
@@ -66,12 +67,12 @@ final class RequestCoalescer<Key: Hashable & Sendable, Value: Sendable>: Sendabl
     }
 
     /// The number of callers waiting for `key` (for tests).
-    func waiterCount(for key: Key) -> Int {
+    package func waiterCount(for key: Key) -> Int {
         state.withLock { $0.operations[key]?.waiters.count ?? 0 }
     }
 
     /// The number of operations in flight (for tests).
-    var operationCount: Int {
+    package var operationCount: Int {
         state.withLock { $0.operations.count }
     }
 

@@ -1,16 +1,35 @@
-import Synchronization
+import Foundation
+
+/// A value behind an `NSLock` (visible to ThreadSanitizer, unlike `Mutex`), for test helpers.
+final class TestLock<Value>: @unchecked Sendable {
+    // @unchecked: `value` is only touched inside `lock`.
+    private let lock = NSLock()
+    private var value: Value
+
+    init(_ value: Value) {
+        self.value = value
+    }
+
+    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
+}
 
 /// A gate tasks wait at until the test opens it; a waiting task that is cancelled leaves with
 /// `CancellationError`, so a fetch closure waiting here sees its own cancellation.
-final class AsyncGate: Sendable {
+public final class AsyncGate: Sendable {
+    public init() {}
+
     private struct State {
         var isOpen = false
         var waiters: [Int: CheckedContinuation<Void, any Error>] = [:]
         var nextID = 0
     }
-    private let state = Mutex(State())
+    private let state = TestLock(State())
 
-    func wait() async throws {
+    public func wait() async throws {
         let id = state.withLock { state in
             state.nextID += 1
             return state.nextID
@@ -33,7 +52,7 @@ final class AsyncGate: Sendable {
         }
     }
 
-    func open() {
+    public func open() {
         let waiters = state.withLock { state in
             state.isOpen = true
             defer { state.waiters.removeAll() }
@@ -44,16 +63,18 @@ final class AsyncGate: Sendable {
 }
 
 /// A counter a test can await: `wait(until:)` returns once the count reaches a value.
-final class AsyncCounter: Sendable {
+public final class AsyncCounter: Sendable {
+    public init() {}
+
     private struct State {
         var count = 0
         var waiters: [(target: Int, continuation: CheckedContinuation<Void, Never>)] = []
     }
-    private let state = Mutex(State())
+    private let state = TestLock(State())
 
-    var value: Int { state.withLock { $0.count } }
+    public var value: Int { state.withLock { $0.count } }
 
-    func increment() {
+    public func increment() {
         let ready = state.withLock { state in
             state.count += 1
             let count = state.count
@@ -64,7 +85,7 @@ final class AsyncCounter: Sendable {
         for continuation in ready { continuation.resume() }
     }
 
-    func wait(until target: Int) async {
+    public func wait(until target: Int) async {
         await withCheckedContinuation { continuation in
             let ready = state.withLock { state in
                 if state.count >= target { return true }
@@ -77,17 +98,19 @@ final class AsyncCounter: Sendable {
 }
 
 /// Tracks how many fetches run at once and the most that ever did.
-final class ConcurrencyProbe: Sendable {
-    private let state = Mutex((current: 0, maximum: 0))
+public final class ConcurrencyProbe: Sendable {
+    public init() {}
 
-    var maximum: Int { state.withLock { $0.maximum } }
+    private let state = TestLock((current: 0, maximum: 0))
 
-    func enter() {
+    public var maximum: Int { state.withLock { $0.maximum } }
+
+    public func enter() {
         state.withLock { state in
             state.current += 1
             state.maximum = max(state.maximum, state.current)
         }
     }
 
-    func leave() { state.withLock { $0.current -= 1 } }
+    public func leave() { state.withLock { $0.current -= 1 } }
 }

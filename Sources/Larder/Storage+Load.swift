@@ -1,0 +1,137 @@
+public import Foundation
+import Synchronization
+
+extension Storage where Value: Sendable {
+    /// The value for `key` from the first tier that holds it, or else the value `loader` makes,
+    /// which is then stored in `tiers` with `expiry`: get-or-load.
+    ///
+    /// However many callers ask for one missing key at once, one `loader` runs for it in this
+    /// process and every caller gets its value (or its error). Each caller can be cancelled on
+    /// its own and leaves at once with `CancellationError`; the loader runs in a task of its own,
+    /// cancelled only when the last caller waiting for it has left.
+    ///
+    /// ```swift
+    /// let feed = try await storage.value(forKey: "feed", expiry: .seconds(60)) { _ in
+    ///     try await api.fetchFeed()      // runs once, however many requests wait
+    /// }
+    /// ```
+    ///
+    /// Errors are not cached unless `failureExpiry` is given: then, for that long, callers asking
+    /// for `key` get the loader's error at once without running it again (negative caching).
+    /// A value the tiers refuse to store is still returned; the failure is logged and counted.
+    ///
+    /// - Parameters:
+    ///   - tiers: Where to look and where to store; defaults to the configuration's tiers.
+    ///   - expiry: The loaded value's expiry; `nil` takes each tier's default.
+    ///   - failureExpiry: How long a loader's error is remembered for `key`; `nil` remembers none.
+    ///   - loader: Makes the value of a missing key.
+    /// - Throws: The loader's error, `CancellationError`, or a tier's error while reading.
+    public func value(
+        forKey key: Key, tiers: StorageTiers? = nil, expiry: Expiry? = nil, failureExpiry: Duration? = nil,
+        orLoad loader: @escaping @Sendable (Key) async throws -> Value
+    ) async throws -> Value {
+        let tiers = tiers ?? configuration.defaultTiers
+        if let found = memoryEntry(forKey: key, tiers: tiers) { return found.value }
+        if let failure = failures.remembered(key, now: now()) { throw failure }
+        let loaded = try await loads.value(for: key) {
+            // A load that finished while this one waited to start may have filled memory.
+            if tiers.includesMemory, let found = self.memory.entry(forKey: key) {
+                return LoadedValue(value: found.value)
+            }
+            if let found = try await self.entryBelowMemory(forKey: key, tiers: tiers) {
+                return LoadedValue(value: found.value)
+            }
+            let value: Value
+            do {
+                value = try await loader(key)
+            } catch {
+                if let failureExpiry, !(error is CancellationError) {
+                    self.failures.remember(error, for: key, until: self.now().addingTimeInterval(failureExpiry.seconds))
+                }
+                throw error
+            }
+            do {
+                try await self.setValue(value, forKey: key, expiry: expiry, tiers: tiers)
+            } catch {
+                self.counters.loadStoreFailures.add(1, ordering: .relaxed)
+                self.configuration.logHandler?("loaded value for \(key.cacheKey) was not stored: \(error)")
+            }
+            self.counters.loads.add(1, ordering: .relaxed)
+            return LoadedValue(value: value)
+        }
+        return loaded.value
+    }
+
+    /// Forgets a failure remembered by `value(forKey:tiers:expiry:failureExpiry:orLoad:)` for
+    /// `key`, so the next call runs its loader.
+    public func forgetFailure(forKey key: Key) {
+        failures.forget(key)
+    }
+
+    /// The async read below memory, whichever path the storage's tiers take.
+    private func entryBelowMemory(forKey key: Key, tiers: StorageTiers) async throws -> Entry? {
+        if allTiersLocal {
+            guard localTiers.contains(where: { tiers.contains($0.tierID) }) else {
+                counters.misses.add(1, ordering: .relaxed)
+                return nil
+            }
+            return try await offload { try self.entryBelowMemory(forKey: key, tiers: tiers) }
+        }
+        return try await walkTiers(forKey: key, tiers: tiers)
+    }
+
+    private func now() -> Date {
+        configuration.now?() ?? memory.configuration.now()
+    }
+}
+
+/// A loaded value crossing the coalescer; only made where `Value` is `Sendable`.
+struct LoadedValue<Value>: @unchecked Sendable {
+    // @unchecked: created and read only in `Storage where Value: Sendable`.
+    let value: Value
+}
+
+/// Failures remembered by get-or-load for a while (negative caching), bounded in size.
+final class FailureMemory<Key: Hashable & Sendable>: Sendable {
+    private struct Remembered {
+        let error: any Error
+        let until: Date
+    }
+
+    /// At most this many keys are remembered; the oldest are forgotten first.
+    static var capacity: Int { 1_024 }
+    private let state = Locked<[Key: Remembered]>([:])
+
+    init() {}
+
+    func remembered(_ key: Key, now: Date) -> (any Error)? {
+        state.withLock { failures -> (any Error)? in
+            guard let remembered = failures[key] else { return nil }
+            if remembered.until <= now {
+                failures[key] = nil
+                return nil
+            }
+            return remembered.error
+        }
+    }
+
+    func remember(_ error: any Error, for key: Key, until: Date) {
+        state.withLock { failures in
+            if failures.count >= Self.capacity, let oldest = failures.min(by: { $0.value.until < $1.value.until }) {
+                failures[oldest.key] = nil
+            }
+            failures[key] = Remembered(error: error, until: until)
+        }
+    }
+
+    func forget(_ key: Key) {
+        state.withLock { $0[key] = nil }
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, as a `TimeInterval`.
+    var seconds: TimeInterval {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+}
