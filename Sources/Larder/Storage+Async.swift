@@ -36,8 +36,9 @@ extension Storage where Value: Sendable {
                         try await setBytes(
                             TierEntry(data: encoded), expiry: expiry, isCompressible: write.isCompressible,
                             forKey: key.cacheKey, in: tier)
-                    } else {
-                        try await removeBytes(forKey: key.cacheKey, from: tier)
+                        emit(.written, key.cacheKey, tier.tierID)
+                    } else if try await removeBytes(forKey: key.cacheKey, from: tier) {
+                        emit(.removed, key.cacheKey, tier.tierID)
                     }
                 } catch {
                     counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
@@ -50,8 +51,9 @@ extension Storage where Value: Sendable {
             }
             if let cost = write.cost {
                 memory.setValue(value, forKey: key, cost: cost, expiry: expiry)
-            } else {
-                memory.removeValue(forKey: key)
+                emit(.written, key.cacheKey, .memory)
+            } else if memory.removeValue(forKey: key) {
+                emit(.removed, key.cacheKey, .memory)
             }
         }
         counters.writes.add(1, ordering: .relaxed)
@@ -68,9 +70,15 @@ extension Storage where Value: Sendable {
         return try await turns.withTurn(key) {
             var removed = false
             for tier in self.tiers.reversed() where tiers.contains(tier.tierID) {
-                removed = try await removeBytes(forKey: key.cacheKey, from: tier) || removed
+                if try await removeBytes(forKey: key.cacheKey, from: tier) {
+                    removed = true
+                    emit(.removed, key.cacheKey, tier.tierID)
+                }
             }
-            if tiers.includesMemory { removed = memory.removeValue(forKey: key) || removed }
+            if tiers.includesMemory, memory.removeValue(forKey: key) {
+                removed = true
+                emit(.removed, key.cacheKey, .memory)
+            }
             return removed
         }
     }

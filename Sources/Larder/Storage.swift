@@ -61,6 +61,8 @@ public final class Storage<Key: CacheKey, Value> {
     let loads = RequestCoalescer<Key, LoadedValue<Value>>()
     /// Get-or-load failures remembered for their `failureExpiry`.
     let failures = FailureMemory<Key>()
+    /// The observers of ``events(bufferSize:)``.
+    @usableFromInline let broadcaster = EventBroadcaster()
     @usableFromInline let counters: Counters
     /// The identities of every tier: memory first, then the byte tiers in order.
     public let tierIDs: [StorageTier]
@@ -162,9 +164,11 @@ public final class Storage<Key: CacheKey, Value> {
             }
             guard let value = decodeOrDrop(found, forKey: key, from: tier, token: token) else { continue }
             counters.tier(tier.tierID).hits.add(1, ordering: .relaxed)
-            let cost = tiers.includesMemory ? memoryCost(of: value) : nil
-            turns.withTurnIfUnchanged(key, since: token) {
-                promote(found, value: value, cost: cost, forKey: key, above: position, tiers: tiers)
+            if tiers.includesMemory || localTiers[..<position].contains(where: { tiers.contains($0.tierID) }) {
+                let cost = tiers.includesMemory ? memoryCost(of: value) : nil
+                turns.withTurnIfUnchanged(key, since: token) {
+                    promote(found, value: value, cost: cost, forKey: key, above: position, tiers: tiers)
+                }
             }
             return Entry(value: value, tier: tier.tierID, expirationDate: found.expirationDate)
         }
@@ -265,6 +269,7 @@ public final class Storage<Key: CacheKey, Value> {
         }
         memory.setValue(value, forKey: key, expiry: expiry)
         counters.writes.add(1, ordering: .relaxed)
+        if broadcaster.hasObservers { emit(.written, key.cacheKey, .memory) }
     }
 
     /// A write when the storage has byte tiers: slowest first, under the key's turn.
@@ -279,8 +284,9 @@ public final class Storage<Key: CacheKey, Value> {
                     if tiers.contains(tier.tierID), let encoded = write.encoded {
                         try tier.setValue(encoded, forKey: cacheKey, expiry: expiry, metadata: nil,
                                           isCompressible: write.isCompressible)
-                    } else {
-                        try tier.removeValue(forKey: cacheKey)
+                        emit(.written, cacheKey, tier.tierID)
+                    } else if try tier.removeValue(forKey: cacheKey) {
+                        emit(.removed, cacheKey, tier.tierID)
                     }
                 } catch {
                     counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
@@ -290,8 +296,9 @@ public final class Storage<Key: CacheKey, Value> {
             }
             if let cost = write.cost {
                 memory.setValue(value, forKey: key, cost: cost, expiry: expiry)
-            } else {
-                memory.removeValue(forKey: key)
+                emit(.written, cacheKey, .memory)
+            } else if memory.removeValue(forKey: key) {
+                emit(.removed, cacheKey, .memory)
             }
         }
         counters.writes.add(1, ordering: .relaxed)
@@ -341,10 +348,14 @@ public final class Storage<Key: CacheKey, Value> {
         return try turns.withTurn(key) {
             var removed = false
             for tier in localTiers.reversed() where tiers.contains(tier.tierID) {
-                removed = try tier.removeValue(forKey: key.cacheKey) || removed
+                if try tier.removeValue(forKey: key.cacheKey) {
+                    removed = true
+                    emit(.removed, key.cacheKey, tier.tierID)
+                }
             }
-            if tiers.includesMemory {
-                removed = memory.removeValue(forKey: key) || removed
+            if tiers.includesMemory, memory.removeValue(forKey: key) {
+                removed = true
+                emit(.removed, key.cacheKey, .memory)
             }
             return removed
         }
@@ -391,6 +402,24 @@ public final class Storage<Key: CacheKey, Value> {
     /// Memory stays usable. Calling it again does nothing.
     public func close() {
         for tier in localTiers { tier.close() }
+    }
+
+    // MARK: - Events
+
+    /// A new observer's sequence of changes: values written to and removed from each tier by
+    /// this storage's calls. Promotions, clears (``removeAll(tiers:)``) and the tiers' own
+    /// evictions and expirations are not reported yet.
+    ///
+    /// Several observers may iterate at once; each has a buffer of `bufferSize` events, and one
+    /// that falls behind loses its oldest events (see ``StorageEvents/droppedCount``) without
+    /// ever slowing the storage.
+    public func events(bufferSize: Int = 256) -> StorageEvents {
+        broadcaster.subscribe(bufferSize: bufferSize)
+    }
+
+    @usableFromInline
+    func emit(_ kind: StorageEvent.Kind, _ key: String, _ tier: StorageTier) {
+        broadcaster.send(StorageEvent(kind: kind, key: key, tier: tier))
     }
 
     // MARK: - Helpers
