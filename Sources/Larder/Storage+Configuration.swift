@@ -89,10 +89,11 @@ extension Storage {
         statistics.loads = counters.loads.load(ordering: .relaxed)
         statistics.loadStoreFailures = counters.loadStoreFailures.load(ordering: .relaxed)
         let memoryStatistics = memory.statistics
-        var memoryFigures = StorageStatistics.TierFigures()
+        var memoryFigures = TierStatistics()
         memoryFigures.hits = counters.memoryHits.load(ordering: .relaxed)
         memoryFigures.misses = counters.memoryMisses.load(ordering: .relaxed)
         memoryFigures.promotions = counters.memoryPromotions.load(ordering: .relaxed)
+        memoryFigures.writes = memoryStatistics.writes
         memoryFigures.evictions = memoryStatistics.evictions
         memoryFigures.expirations = memoryStatistics.expirations
         memoryFigures.totalCount = memoryStatistics.totalCount
@@ -101,11 +102,12 @@ extension Storage {
         for tier in tiers {
             let own = counters.tier(tier.tierID)
             let shared = tier.tierStatistics
-            var figures = StorageStatistics.TierFigures()
+            var figures = TierStatistics()
             figures.hits = own.hits.load(ordering: .relaxed)
             figures.misses = own.misses.load(ordering: .relaxed)
             figures.promotions = own.promotions.load(ordering: .relaxed)
             figures.errors = own.errors.load(ordering: .relaxed) + shared.errors
+            figures.writes = shared.writes
             figures.evictions = shared.evictions
             figures.expirations = shared.expirations
             figures.corruptEntriesDropped = shared.corruptEntriesDropped
@@ -130,33 +132,8 @@ extension Storage.Entry: Sendable where Value: Sendable {}
 /// print(statistics[.disk].totalSize)   // stored bytes on disk now
 /// ```
 public struct StorageStatistics: Sendable, Hashable {
-    /// The figures of one tier.
-    public struct TierFigures: Sendable, Hashable {
-        /// Reads the tier answered.
-        public var hits = 0
-        /// Reads that looked in the tier and found nothing there.
-        public var misses = 0
-        /// Values copied into this tier from a slower one.
-        public var promotions = 0
-        /// Entries the tier evicted for its limits.
-        public var evictions = 0
-        /// Expired entries the tier removed.
-        public var expirations = 0
-        /// Damaged entries the tier dropped.
-        public var corruptEntriesDropped = 0
-        /// Operations on the tier that failed.
-        public var errors = 0
-        /// Entries in the tier now.
-        public var totalCount = 0
-        /// Stored bytes in the tier now (the total cost, for memory).
-        public var totalSize = 0
-
-        /// Creates figures at zero.
-        public init() {}
-    }
-
     /// The figures of each tier the storage has.
-    public var tiers: [StorageTier: TierFigures] = [:]
+    public var tiers: [StorageTier: TierStatistics] = [:]
     /// Reads that found nothing in any tier they looked at.
     public var misses = 0
     /// Completed `setValue` calls.
@@ -169,8 +146,8 @@ public struct StorageStatistics: Sendable, Hashable {
     public var loadStoreFailures = 0
 
     /// The figures of `tier`; zero for a tier the storage does not have.
-    public subscript(tier: StorageTier) -> TierFigures {
-        tiers[tier] ?? TierFigures()
+    public subscript(tier: StorageTier) -> TierStatistics {
+        tiers[tier] ?? TierStatistics()
     }
 
     /// Reads answered by any tier.

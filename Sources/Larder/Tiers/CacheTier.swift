@@ -105,7 +105,8 @@ public struct TierEntry: Sendable, Hashable {
     }
 }
 
-/// Counters and totals of one byte tier, in the same vocabulary for every tier.
+/// Counters and totals of one tier, in the same vocabulary for every tier: what a byte tier
+/// reports, and what ``StorageStatistics`` reports per tier (memory included).
 public struct TierStatistics: Sendable, Hashable {
     /// Reads that returned a value.
     public var hits = 0
@@ -113,6 +114,8 @@ public struct TierStatistics: Sendable, Hashable {
     public var misses = 0
     /// Completed writes.
     public var writes = 0
+    /// Values copied into this tier from a slower one by a ``Storage`` read.
+    public var promotions = 0
     /// Entries removed by the tier's limits.
     public var evictions = 0
     /// Expired entries removed.
@@ -123,7 +126,7 @@ public struct TierStatistics: Sendable, Hashable {
     public var errors = 0
     /// Entries in the tier now.
     public var totalCount = 0
-    /// Stored bytes in the tier now.
+    /// Stored bytes in the tier now (the total cost, for memory).
     public var totalSize = 0
 
     /// Creates statistics with every counter at zero.

@@ -108,16 +108,7 @@ final class KeyTurns<Key: Hashable & Sendable>: Sendable {
         let stripe = Self.stripe(of: key)
         let next: Waiter? = state.withLock { state in
             state.generations[stripe] &+= 1
-            guard var waiters = state.held[key] else {
-                preconditionFailure("KeyTurns: releasing a turn that is not held")
-            }
-            if waiters.isEmpty {
-                state.held[key] = nil
-                return nil
-            }
-            let next = waiters.removeFirst()
-            state.held[key] = waiters
-            return next
+            return Self.handOver(key, in: &state)
         }
         next?.resume()
     }
@@ -169,18 +160,24 @@ final class KeyTurns<Key: Hashable & Sendable>: Sendable {
     private func endPromotion(_ key: Key) {
         let next: Waiter? = state.withLock { state in
             state.activePromotions -= 1
-            guard var waiters = state.held[key] else {
-                preconditionFailure("KeyTurns: ending a promotion that holds no turn")
-            }
-            if waiters.isEmpty {
-                state.held[key] = nil
-                return nil
-            }
-            let next = waiters.removeFirst()
-            state.held[key] = waiters
-            return next
+            return Self.handOver(key, in: &state)
         }
         next?.resume()
+    }
+
+    /// Ends the holder's turn on `key`: the next waiter (resumed by the caller, outside the
+    /// lock) now holds it, or the key is free.
+    private static func handOver(_ key: Key, in state: inout State) -> Waiter? {
+        guard var waiters = state.held[key] else {
+            preconditionFailure("KeyTurns: ending a turn that is not held")
+        }
+        if waiters.isEmpty {
+            state.held[key] = nil
+            return nil
+        }
+        let next = waiters.removeFirst()
+        state.held[key] = waiters
+        return next
     }
 
     /// How many callers wait for `key`'s turn (for tests and diagnostics).
