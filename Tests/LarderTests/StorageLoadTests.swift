@@ -5,7 +5,7 @@ import Testing
 
 /// Get-or-load: one loader per key in flight, each caller cancellable on its own, errors cached
 /// only when asked.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct StorageLoadTests {
     struct LoadFailed: Error, Equatable {
         var attempt: Int
