@@ -1,15 +1,15 @@
 import Foundation
-import Synchronization
+import Larder
 
 /// The demo's clock: it starts at the real time and moves only when the demo advances it, so
 /// TTL expiry shows without sleeping.
 final class DemoClock: Sendable {
-    private let current: Mutex<Date>
+    private let current: Locked<Date>
     let start: Date
 
     init(start: Date = Date()) {
         self.start = start
-        current = Mutex(start)
+        current = Locked(start)
     }
 
     var now: Date { current.withLock { $0 } }

@@ -1,29 +1,3 @@
-/// The identity of one tier of a ``Storage``: an open set of values, so a new tier breaks no
-/// caller's `switch`.
-///
-/// ```swift
-/// if entry.tier == .memory { … }
-/// let shared = StorageTier("redis")   // a tier of your own
-/// ```
-public struct StorageTier: Hashable, Sendable, CustomStringConvertible {
-    /// The tier's name, unique within a storage.
-    public let name: String
-
-    /// A tier identified by `name`.
-    public init(_ name: String) {
-        self.name = name
-    }
-
-    /// The in-memory tier of decoded values.
-    public static let memory = StorageTier("memory")
-    /// The on-disk tier (``DiskStore``).
-    public static let disk = StorageTier("disk")
-    /// A shared remote tier (memcached).
-    public static let remote = StorageTier("remote")
-
-    public var description: String { name }
-}
-
 /// The tiers a ``Storage`` call works on: every tier in the set, in the storage's order.
 ///
 /// ``all`` means every tier the storage has, whatever they are; a set naming tiers the storage

@@ -120,39 +120,3 @@ extension Storage {
 }
 
 extension Storage.Entry: Sendable where Value: Sendable {}
-
-/// Counters of a ``Storage`` since it was created, with its tiers' totals.
-///
-/// Every read through the storage is exactly one of: a hit in one tier, or a miss. A read that
-/// misses memory and hits the disk counts a memory miss and a disk hit.
-///
-/// ```swift
-/// let statistics = storage.statistics
-/// print(statistics[.memory].hits, statistics[.disk].hits, statistics.misses)
-/// print(statistics[.disk].totalSize)   // stored bytes on disk now
-/// ```
-public struct StorageStatistics: Sendable, Hashable {
-    /// The figures of each tier the storage has.
-    public var tiers: [StorageTier: TierStatistics] = [:]
-    /// Reads that found nothing in any tier they looked at.
-    public var misses = 0
-    /// Completed `setValue` calls.
-    public var writes = 0
-    /// Entries whose bytes the transformer could not decode (each was removed).
-    public var decodingFailures = 0
-    /// Values made by a get-or-load loader (one per coalesced load, however many waited).
-    public var loads = 0
-    /// Loaded values the tiers refused to store (each was still returned).
-    public var loadStoreFailures = 0
-
-    /// The figures of `tier`; zero for a tier the storage does not have.
-    public subscript(tier: StorageTier) -> TierStatistics {
-        tiers[tier] ?? TierStatistics()
-    }
-
-    /// Reads answered by any tier.
-    public var hits: Int { tiers.values.reduce(0) { $0 + $1.hits } }
-
-    /// Creates statistics with every counter at zero.
-    public init() {}
-}

@@ -1,0 +1,26 @@
+public import Foundation
+
+/// A ``CacheTier`` whose operations are local and bounded, reachable from synchronous code.
+///
+/// ``Storage``'s synchronous API walks only local tiers; its `async` API runs their work on
+/// Larder's I/O queue, never on the caller's executor.
+public protocol LocalCacheTier: CacheTier {
+    /// The bytes stored for `key`; see ``CacheTier/entry(forKey:)``.
+    func entry(forKey key: String) throws -> TierEntry?
+    /// Stores `data` for `key`; see ``CacheTier/setValue(_:forKey:expiry:metadata:isCompressible:)``.
+    func setValue(_ data: Data, forKey key: String, expiry: Expiry?, metadata: Data?, isCompressible: Bool) throws
+    /// Removes the value for `key`; see ``CacheTier/removeValue(forKey:)``.
+    @discardableResult
+    func removeValue(forKey key: String) throws -> Bool
+    /// Whether a live value is stored for `key`; see ``CacheTier/containsValue(forKey:)``.
+    func containsValue(forKey key: String) throws -> Bool
+    /// Every live key that starts with `prefix`.
+    func keys(withPrefix prefix: String) throws -> [String]
+    /// Removes every value.
+    func removeAll() throws
+    /// Removes expired values; returns how many.
+    @discardableResult
+    func removeExpired() throws -> Int
+    /// Releases the tier's resources.
+    func close()
+}
