@@ -212,7 +212,12 @@ struct HTTPImageFetcherTests {
         let fetcher = makeFetcher(timeout: .seconds(600))
         let url = server.url("/cancel")
         let task = Task { try await fetcher.fetch(url) }
-        try await Task.sleep(for: .milliseconds(200))
+        // Cancel once the server holds the request (a fixed sleep loses that race on a loaded
+        // machine, and the retry would then wait the full 300 s).
+        let arrival = ContinuousClock.now + .seconds(60)
+        while server.requestCount("/cancel") < 1, ContinuousClock.now < arrival {
+            try await Task.sleep(for: .milliseconds(10))
+        }
         let start = ContinuousClock.now
         task.cancel()
         await #expect(throws: ImageFetchError.cancelled) { try await task.value }

@@ -27,6 +27,10 @@ extension ImageCache {
         /// The most images ``ImageCache/prefetch(_:fetch:)-(_,(ImageKey)->Data)`` loads at once,
         /// across every prefetch batch. Must be positive. Defaults to 4.
         public var maximumConcurrentPrefetches: Int
+        /// Whether bytes must be a complete file of their format before they are cached (see
+        /// `ImageFormat.isComplete(_:)`): a truncated download is refused, never cached.
+        /// `false` checks only the signature and header. Defaults to `true`.
+        public var requiresCompleteImages: Bool
         /// Processors that make missing variants from cached originals; a later one replaces an
         /// earlier one with the same identifier. More can be added with
         /// ``ImageCache/register(_:)``. Defaults to none.
@@ -44,11 +48,13 @@ extension ImageCache {
             directory: URL? = nil,
             disk: DiskStore.Configuration = .init(compression: .gzip(level: 6)),
             maximumConcurrentPrefetches: Int = 4,
+            requiresCompleteImages: Bool = true,
             processors: [ImageProcessor] = [],
             now: (@Sendable () -> Date)? = nil,
             logHandler: (@Sendable (String) -> Void)? = nil
         ) {
             self.now = now
+            self.requiresCompleteImages = requiresCompleteImages
             self.logHandler = logHandler
             self.memory = memory
             self.directory = directory

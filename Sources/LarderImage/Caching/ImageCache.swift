@@ -177,7 +177,7 @@ public final class ImageCache: Sendable {
     public func storeImage(
         _ data: Data, for key: ImageKey, entityTag: String? = nil, lastModified: String? = nil
     ) async throws -> CachedImage {
-        let image = try CachedImage(data: data, entityTag: entityTag, lastModified: lastModified)
+        let image = try makeImage(data, entityTag: entityTag, lastModified: lastModified)
         try await storage.setValue(image, forKey: key)
         return image
     }
@@ -202,12 +202,12 @@ public final class ImageCache: Sendable {
         switch source {
         case let .closure(fetch):
             let fetched = try await fetch(key)
-            let image = try CachedImage(data: fetched.data, entityTag: fetched.entityTag, lastModified: fetched.lastModified)
+            let image = try makeImage(fetched.data, entityTag: fetched.entityTag, lastModified: fetched.lastModified)
             await store(image, for: key)
             return ImageResult(image: image, source: .network)
         case let .fetcher(fetcher) where key.isOriginal:
             let fetched = try await fetcher.fetch(try Self.url(of: key))
-            let image = try CachedImage(data: fetched.data, entityTag: fetched.entityTag, lastModified: fetched.lastModified)
+            let image = try makeImage(fetched.data, entityTag: fetched.entityTag, lastModified: fetched.lastModified)
             await store(image, for: key)
             return ImageResult(image: image, source: .network)
         case .fetcher:
@@ -239,10 +239,21 @@ public final class ImageCache: Sendable {
         var image = original
         for step in steps {
             try Task.checkCancellation()
-            image = try CachedImage(data: try await step.process(image, key))
+            image = try makeImage(try await step.process(image, key))
         }
         await store(image, for: key)
         return ImageResult(image: image, source: .processed)
+    }
+
+    /// Checks bytes about to be cached: a known format, and a complete file when the
+    /// configuration requires it.
+    private func makeImage(_ data: Data, entityTag: String? = nil, lastModified: String? = nil) throws -> CachedImage {
+        let image = try CachedImage(data: data, entityTag: entityTag, lastModified: lastModified)
+        if configuration.requiresCompleteImages,
+           let problem = ImageCompleteness.problem(with: data, format: image.metadata.format) {
+            throw ImageCacheError.invalidImageData(reason: problem)
+        }
+        return image
     }
 
     /// Stores a loaded image. A disk failure (a full disk, an image over the size limit) does
