@@ -1,4 +1,5 @@
-// libFuzzer entry point for the image sniffing and header parsing in LarderImage.
+// libFuzzer entry point for the image sniffing, header parsing and completeness checks in
+// LarderImage.
 //
 // Built by Fuzz/run together with the LarderImage sources that need nothing but Foundation
 // (ImageFormat*, ImageHeader*, Parsing/*), so the fuzzer exercises the shipping code itself.
@@ -25,6 +26,11 @@ public func fuzzImageParsing(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CI
         }
         _ = header.estimatedDecodedCost
     }
+    // Completeness is answered for every format without trapping, and agrees on slices.
+    let complete = ImageFormat.isComplete(data)
+    if complete, format == nil {
+        fatalError("ImageFormat.isComplete accepted bytes of no known format")
+    }
     // The same bytes as a slice with a non-zero start index must give the same answers.
     var padded = Data([0xA5, 0x5A, 0xA5])
     padded.append(data)
@@ -34,6 +40,9 @@ public func fuzzImageParsing(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CI
     }
     guard ImageHeader.parse(slice) == header else {
         fatalError("ImageHeader.parse differs for a slice")
+    }
+    guard ImageFormat.isComplete(slice) == complete else {
+        fatalError("ImageFormat.isComplete differs for a slice")
     }
     return 0
 }
