@@ -11,7 +11,10 @@ public import Larder
 /// - the fragment is dropped: it is never sent to the server, so it cannot change the image;
 /// - query items the ``KeyFilter`` names (volatile ones such as `token` or `signature`) are
 ///   removed, and the rest are sorted by name. The sort is stable, so repeated names keep
-///   their relative order; percent-encoding is kept byte for byte;
+///   their relative order;
+/// - the path and query are normalized as RFC 3986 section 6.2.2 says: percent-encodings use
+///   upper-case hex digits, percent-encoded unreserved characters are decoded (`%41` is `A`),
+///   and `.` and `..` path segments are removed (`/x/../a.png` is `/a.png`);
 /// - a source that is not an absolute URL is kept as it is, with `%` and `#` percent-encoded.
 ///
 /// A variant appends `#size=<W>x<H>` and then `#p=<id>,<id>…` to the source part. A canonical
@@ -76,6 +79,12 @@ public struct ImageKey: Sendable, Hashable, CustomStringConvertible {
     /// The canonical form of the source: the part of ``canonicalString`` before any variant.
     public let source: String
 
+    /// The source exactly as the caller gave it: what a fetcher requests. It is not part of
+    /// the key's identity (two keys with equal canonical strings are equal whatever their
+    /// request strings), so signed URLs and servers that care about query order get the URL
+    /// they expect while equivalent URLs share one cache entry.
+    public let requestString: String
+
     /// The target pixel size of a resized variant, or `nil` for the original size.
     public let targetSize: PixelSize?
 
@@ -108,6 +117,7 @@ public struct ImageKey: Sendable, Hashable, CustomStringConvertible {
     public init(_ source: String, filter: KeyFilter? = nil, targetSize: PixelSize? = nil, processors: [String] = []) {
         precondition(!processors.contains(""), "a processor identifier is not empty")
         self.source = Self.canonicalSource(source, filter: filter)
+        self.requestString = source
         self.targetSize = targetSize
         self.processors = processors
     }
@@ -139,6 +149,7 @@ public struct ImageKey: Sendable, Hashable, CustomStringConvertible {
             }
         }
         self.source = String(source)
+        self.requestString = String(source)
         self.targetSize = targetSize
         self.processors = processors
     }
@@ -159,7 +170,7 @@ public struct ImageKey: Sendable, Hashable, CustomStringConvertible {
 
     /// The key of the source's original: no target size, no processors.
     public var original: ImageKey {
-        ImageKey(canonicalSource: source)
+        ImageKey(canonicalSource: source, requestString: requestString)
     }
 
     /// Whether this key names the original image rather than a variant.
@@ -181,10 +192,23 @@ public struct ImageKey: Sendable, Hashable, CustomStringConvertible {
 
     // MARK: - Canonicalisation
 
-    private init(canonicalSource: String) {
+    private init(canonicalSource: String, requestString: String) {
         self.source = canonicalSource
+        self.requestString = requestString
         self.targetSize = nil
         self.processors = []
+    }
+
+    // Identity is the canonical string alone; `requestString` only says what to fetch.
+
+    public static func == (lhs: ImageKey, rhs: ImageKey) -> Bool {
+        lhs.source == rhs.source && lhs.targetSize == rhs.targetSize && lhs.processors == rhs.processors
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(source)
+        hasher.combine(targetSize)
+        hasher.combine(processors)
     }
 
     private static let defaultPorts = ["http": 80, "https": 443, "ws": 80, "wss": 443]
@@ -201,6 +225,7 @@ public struct ImageKey: Sendable, Hashable, CustomStringConvertible {
             components.percentEncodedPath = "/"
         }
         components.fragment = nil
+        components.percentEncodedPath = removingDotSegments(normalizingPercentEncoding(components.percentEncodedPath))
         if let items = components.percentEncodedQueryItems {
             let kept = items.filter { item in
                 guard let filter else { return true }
@@ -212,10 +237,86 @@ public struct ImageKey: Sendable, Hashable, CustomStringConvertible {
             let sorted = kept.enumerated().sorted { lhs, rhs in
                 lhs.element.name != rhs.element.name ? lhs.element.name < rhs.element.name : lhs.offset < rhs.offset
             }.map(\.element)
-            components.percentEncodedQueryItems = sorted.isEmpty ? nil : sorted
+            components.percentEncodedQueryItems = sorted.isEmpty ? nil : sorted.map { item in
+                URLQueryItem(name: normalizingPercentEncoding(item.name), value: item.value.map(normalizingPercentEncoding))
+            }
         }
         guard let canonical = components.string else { return escapeOpaque(source) }
         return canonical
+    }
+
+    /// RFC 3986 section 6.2.2.1–2: hexadecimal digits of percent-encodings upper-cased, and
+    /// percent-encoded unreserved characters (letters, digits, `-`, `.`, `_`, `~`) decoded.
+    static func normalizingPercentEncoding(_ text: String) -> String {
+        guard text.utf8.contains(UInt8(ascii: "%")) else { return text }
+        let bytes = Array(text.utf8)
+        var result: [UInt8] = []
+        result.reserveCapacity(bytes.count)
+        var index = 0
+        while index < bytes.count {
+            if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.count,
+               let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2]) {
+                let byte = high << 4 | low
+                if isUnreserved(byte) {
+                    result.append(byte)
+                } else {
+                    result += [UInt8(ascii: "%"), hexDigit(high), hexDigit(low)]
+                }
+                index += 3
+            } else {
+                result.append(bytes[index])
+                index += 1
+            }
+        }
+        return String(decoding: result, as: UTF8.self)
+    }
+
+    /// RFC 3986 section 5.2.4: `.` and `..` segments removed from a path.
+    static func removingDotSegments(_ path: String) -> String {
+        guard path.contains(".") else { return path }
+        var input = Substring(path)
+        var output: [Substring] = []
+        // Segments keep their leading "/"; the loop follows the RFC's steps A–E.
+        while !input.isEmpty {
+            if input.hasPrefix("../") { input = input.dropFirst(3) }
+            else if input.hasPrefix("./") { input = input.dropFirst(2) }
+            else if input.hasPrefix("/./") { input = input.dropFirst(2) }
+            else if input == "/." { input = "/" }
+            else if input.hasPrefix("/../") { input = input.dropFirst(3); if !output.isEmpty { output.removeLast() } }
+            else if input == "/.." { input = "/"; if !output.isEmpty { output.removeLast() } }
+            else if input == "." || input == ".." { input = "" }
+            else {
+                let start = input.hasPrefix("/") ? input.index(after: input.startIndex) : input.startIndex
+                let end = input[start...].firstIndex(of: "/") ?? input.endIndex
+                output.append(input[..<end])
+                input = input[end...]
+            }
+        }
+        return output.joined()
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+
+    private static func hexDigit(_ value: UInt8) -> UInt8 {
+        value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "A") + value - 10
+    }
+
+    private static func isUnreserved(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+             UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
+             UInt8(ascii: "_"), UInt8(ascii: "~"):
+            return true
+        default:
+            return false
+        }
     }
 
     /// Escapes `%` and `#` so an opaque source can neither contain the variant separator nor

@@ -584,6 +584,27 @@ struct ImageCacheTests {
         #expect(server.requestCount("/photo.png?token=1") == 1)
     }
 
+    @Test func equivalentURLsShareOneDownloadAndTheServerSeesTheCallersURL() async throws {
+        // Given a server that records the exact request targets it receives
+        let png = self.png
+        let targets = Locked<[String]>([])
+        let server = try TestHTTPServer { target, _ in
+            targets.withLock { $0.append(target) }
+            return TestHTTPServer.Response(headers: [("Content-Type", "image/png")], body: png)
+        }
+        let cache = try makeCache(fetcher: HTTPImageFetcher { $0.maximumAttempts = 1 })
+        // When one image is asked for through two equivalent URLs, the first with its query in
+        // an order the server may care about (a signed URL)
+        let signed = ImageKey(server.url("/img/%7ecat.png?sig=z&exp=1"))
+        let plain = ImageKey(server.url("/img/~cat.png?exp=1&sig=z"))
+        #expect(signed == plain)
+        let first = try await cache.image(for: signed)
+        let second = try await cache.image(for: plain)
+        // Then one download served both, and it asked for the caller's URL as given
+        #expect(first.source == .network && second.source == .memory)
+        #expect(targets.withLock { $0 } == ["/img/%7ecat.png?sig=z&exp=1"])
+    }
+
     @Test func anHTTPFetcherVariantIsMadeFromTheFetchedOriginal() async throws {
         let png = self.png, gif = self.gif
         let server = try TestHTTPServer { _, _ in TestHTTPServer.Response(body: png) }

@@ -120,4 +120,37 @@ struct ImageKeyTests {
     func rejectsMalformedCanonicalStrings(_ string: String) {
         #expect(ImageKey(canonicalString: string) == nil)
     }
+
+    // MARK: - RFC 3986 normalization
+
+    @Test(arguments: [
+        ("https://e.com/%c3%bc.png", "https://e.com/%C3%BC.png"),
+        ("https://e.com/%7euser/%41.png", "https://e.com/~user/A.png"),
+        ("https://e.com/x/../a.png", "https://e.com/a.png"),
+        ("https://e.com/a/./b/../../c/./d.png", "https://e.com/c/d.png"),
+        ("https://e.com/../a.png", "https://e.com/a.png"),
+        ("https://e.com/a/b/..", "https://e.com/a/"),
+        ("https://e.com/a.png?q=%2f%2A&%61=1", "https://e.com/a.png?a=1&q=%2F%2A"),
+        ("https://e.com/dir/", "https://e.com/dir/"),
+    ])
+    func equivalentURLsNormalizeToOneKey(_ input: String, _ expected: String) {
+        // RFC 3986 section 6.2.2: case of percent-encodings, unreserved characters, dot segments
+        #expect(ImageKey(input).canonicalString == expected)
+        #expect(ImageKey(input) == ImageKey(expected))
+    }
+
+    @Test func reservedCharactersStayEncoded() {
+        // "%2F" is a slash inside a segment, "%3F" a question mark: decoding them would change
+        // the URL's meaning, so they stay encoded (upper-cased).
+        #expect(ImageKey("https://e.com/a%2fb%3f.png").canonicalString == "https://e.com/a%2Fb%3F.png")
+    }
+
+    @Test func theRequestStringIsWhatTheCallerGaveAndNotPartOfTheIdentity() {
+        let first = ImageKey("https://E.com/x/../a.png?b=1&a=2")
+        let second = ImageKey("https://e.com/a.png?a=2&b=1")
+        #expect(first == second)
+        #expect(first.hashValue == second.hashValue)
+        #expect(first.requestString == "https://E.com/x/../a.png?b=1&a=2")
+        #expect(first.original.requestString == first.requestString)
+    }
 }

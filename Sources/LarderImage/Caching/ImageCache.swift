@@ -267,8 +267,10 @@ public final class ImageCache: Sendable {
         }
     }
 
+    /// The URL to fetch: exactly what the caller gave (``ImageKey/requestString``), not the
+    /// canonical key.
     private static func url(of key: ImageKey) throws -> URL {
-        guard let url = URL(string: key.source), let scheme = url.scheme?.lowercased(),
+        guard let url = URL(string: key.requestString), let scheme = url.scheme?.lowercased(),
               scheme == "http" || scheme == "https", url.host != nil
         else { throw ImageCacheError.unsupportedSource(key.source) }
         return url
