@@ -1,6 +1,6 @@
 import Foundation
 import Larder
-import LarderImage
+@testable import LarderImage
 
 import Testing
 
@@ -192,15 +192,123 @@ struct HTTPImageFetcherTests {
         let url = server.url("/gone")
         await #expect(throws: ImageFetchError.badStatus(code: 404)) { try await fetcher.fetch(url) }
         // When the same URL is fetched again within the TTL, no request is made
-        await #expect(throws: ImageFetchError.recentlyFailed) { try await fetcher.fetch(url) }
+        await #expect(throws: ImageFetchError.recentlyFailed(underlying: .badStatus(code: 404))) { try await fetcher.fetch(url) }
         clock.advance(by: 29)
-        await #expect(throws: ImageFetchError.recentlyFailed) { try await fetcher.fetch(url) }
+        await #expect(throws: ImageFetchError.recentlyFailed(underlying: .badStatus(code: 404))) { try await fetcher.fetch(url) }
         #expect(server.requestCount("/gone") == 1)
         // Then, after the TTL, it is requested again; other URLs were never affected
         clock.advance(by: 2)
         await #expect(throws: ImageFetchError.badStatus(code: 404)) { try await fetcher.fetch(url) }
         #expect(server.requestCount("/gone") == 2)
         await #expect(throws: ImageFetchError.badStatus(code: 404)) { try await fetcher.fetch(server.url("/other")) }
+    }
+
+    @Test
+    func onlyFailuresAboutTheURLAreRememberedAndTheyCanBeForgotten() async throws {
+        // Given a server that answers 500 three times, then 200
+        let png = self.png
+        let server = try TestHTTPServer { path, attempt in
+            if path == "/flaky", attempt <= 3 { return TestHTTPServer.Response(status: 500) }
+            if path == "/missing" { return TestHTTPServer.Response(status: 404) }
+            return TestHTTPServer.Response(headers: [("Content-Type", "image/png")], body: png)
+        }
+        let fetcher = makeFetcher()
+        // A 5xx that exhausts the attempts is not remembered: the next fetch asks the server
+        await #expect(throws: ImageFetchError.badStatus(code: 500)) { try await fetcher.fetch(server.url("/flaky")) }
+        #expect(try await fetcher.fetch(server.url("/flaky")).data == png)
+        // A 404 is remembered, and forgetting it sends the next fetch to the server again
+        await #expect(throws: ImageFetchError.badStatus(code: 404)) { try await fetcher.fetch(server.url("/missing")) }
+        await #expect(throws: ImageFetchError.recentlyFailed(underlying: .badStatus(code: 404))) {
+            try await fetcher.fetch(server.url("/missing"))
+        }
+        fetcher.forgetFailure(for: server.url("/missing"))
+        await #expect(throws: ImageFetchError.badStatus(code: 404)) { try await fetcher.fetch(server.url("/missing")) }
+        fetcher.forgetFailures()
+        await #expect(throws: ImageFetchError.badStatus(code: 404)) { try await fetcher.fetch(server.url("/missing")) }
+        #expect(server.requestCount("/missing") == 3)
+    }
+
+    @Test(arguments: ["binary/octet-stream", "application/octet-stream", nil] as [String?])
+    func genericContentTypesAreAcceptedWhenTheBytesAreAnImage(contentType: String?) async throws {
+        let png = self.png
+        let server = try TestHTTPServer { path, _ in
+            let body = path == "/fake" ? Data("<html>".utf8) : png
+            return TestHTTPServer.Response(headers: contentType.map { [("Content-Type", $0)] } ?? [], body: body)
+        }
+        #expect(try await makeFetcher().fetch(server.url("/real")).data == png)
+        let error = await #expect(throws: ImageFetchError.self) { try await makeFetcher().fetch(server.url("/fake")) }
+        guard case .invalidContent? = error else { Issue.record("expected invalidContent, got \(String(describing: error))"); return }
+    }
+
+    @Test
+    func retryAfterInSecondsIsWaitedAndBounded() async throws {
+        // Given a server that answers 503 with Retry-After: 1 (and then 3600), then 200
+        let png = self.png
+        let server = try TestHTTPServer { path, attempt in
+            if attempt == 1 {
+                return TestHTTPServer.Response(status: 503, headers: [("Retry-After", path == "/long" ? "3600" : "1")])
+            }
+            return TestHTTPServer.Response(headers: [("Content-Type", "image/png")], body: png)
+        }
+        // When it is fetched, the second attempt waits what the server asked (not 10 ms)
+        let start = ContinuousClock.now
+        #expect(try await makeFetcher().fetch(server.url("/short")).data == png)
+        #expect(ContinuousClock.now - start >= .milliseconds(950))
+        // And a longer ask is bounded by maximumRetryAfter
+        let bounded = HTTPImageFetcher {
+            $0.retryDelay = .milliseconds(10)
+            $0.maximumRetryAfter = .milliseconds(300)
+            $0.now = clock.now
+        }
+        let boundedStart = ContinuousClock.now
+        #expect(try await bounded.fetch(server.url("/long")).data == png)
+        let waited = ContinuousClock.now - boundedStart
+        #expect(waited >= .milliseconds(280) && waited < .seconds(60))
+        #expect(server.requestCount("/short") == 2 && server.requestCount("/long") == 2)
+    }
+
+    @Test
+    func retryAfterAsAnHTTPDateIsCountedFromTheFetchersClock() {
+        // RFC 9110's three date forms, one second after the fetcher's "now"
+        let now = Date(timeIntervalSince1970: 784_111_776) // Sun, 06 Nov 1994 08:49:36 GMT
+        for text in ["Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994"] {
+            let date = HTTPImageFetcher.httpDate(text)
+            #expect(date?.timeIntervalSince(now) == 1, "\(text)")
+        }
+        #expect(HTTPImageFetcher.httpDate("soon") == nil)
+    }
+
+    @Test
+    func aDeadHostFailsFastAndRecoversAtTheFirstFetchAfterItReturns() async throws {
+        // Given a host that refuses connections
+        let png = self.png
+        let probe = try TestHTTPServer { _, _ in TestHTTPServer.Response() }
+        let port = probe.port
+        probe.stop()
+        let fetcher = HTTPImageFetcher {
+            $0.retryDelay = .milliseconds(10)
+            $0.hostFailureThreshold = 3
+            $0.hostCooldown = .seconds(5)
+            $0.now = clock.now
+        }
+        let url = URL(string: "http://127.0.0.1:\(port)/a.png")!
+        // When one fetch exhausts its attempts, the breaker opens
+        let first = await #expect(throws: ImageFetchError.self) { try await fetcher.fetch(url) }
+        guard case .transport? = first else { Issue.record("expected transport, got \(String(describing: first))"); return }
+        // Then 200 more fetches of the host fail at once, without connecting
+        for index in 0..<200 {
+            await #expect(throws: ImageFetchError.hostUnavailable(host: "127.0.0.1")) {
+                try await fetcher.fetch(URL(string: "http://127.0.0.1:\(port)/\(index).png")!)
+            }
+        }
+        // When the host is back and the cooldown has passed, the first fetch succeeds
+        let server = try TestHTTPServer(port: port) { _, _ in
+            TestHTTPServer.Response(headers: [("Content-Type", "image/png")], body: png)
+        }
+        clock.advance(by: 6)
+        #expect(try await fetcher.fetch(url).data == png)
+        #expect(try await fetcher.fetch(URL(string: "http://127.0.0.1:\(port)/b.png")!).data == png)
+        #expect(server.requestCount("/a.png") == 1)
     }
 
     @Test

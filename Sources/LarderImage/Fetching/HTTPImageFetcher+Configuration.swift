@@ -30,9 +30,30 @@ extension HTTPImageFetcher {
         /// The most downloads in flight at once, across all callers. Defaults to 6.
         public var maximumConcurrentDownloads: Int
 
-        /// How long a URL whose fetch failed fails fast with ``ImageFetchError/recentlyFailed``.
-        /// Defaults to 30 seconds; `.zero` turns the memory off.
+        /// How long a URL whose fetch failed with a 4xx status (but 408 and 429) or content that
+        /// is not an image fails fast with ``ImageFetchError/recentlyFailed(underlying:)``.
+        /// Transport errors, timeouts and 5xx are not remembered per URL (see
+        /// ``hostFailureThreshold``). Defaults to 30 seconds; `.zero` turns the memory off.
         public var failureMemoryDuration: Duration
+
+        /// Generic `Content-Type`s accepted when the bytes sniff as an image, besides `image/*`
+        /// and a missing header. Defaults to `application/octet-stream` and `binary/octet-stream`
+        /// (S3's default); HTML, JSON and text are refused.
+        public var genericContentTypes: Set<String>
+
+        /// The longest a `Retry-After` (seconds or an HTTP date) on a 429 or 503 answer is
+        /// waited before the next attempt. Defaults to 60 seconds.
+        public var maximumRetryAfter: Duration
+
+        /// Consecutive transport failures or timeouts after which a host's circuit breaker
+        /// opens: fetches from it fail at once with ``ImageFetchError/hostUnavailable(host:)``,
+        /// and after ``hostCooldown`` (doubling to 30 s while it stays down) one fetch is let
+        /// through to test it; its success closes the breaker. Defaults to 3; 0 turns it off.
+        public var hostFailureThreshold: Int
+
+        /// How long an open breaker waits before it lets one fetch test the host. Defaults to
+        /// 1 second.
+        public var hostCooldown: Duration
 
         /// The largest body accepted, in bytes; a larger one is cancelled. Defaults to 50 MB.
         public var maximumBodySize: Int64
@@ -53,6 +74,10 @@ extension HTTPImageFetcher {
             retryDelay: Duration = .milliseconds(500),
             maximumConcurrentDownloads: Int = 6,
             failureMemoryDuration: Duration = .seconds(30),
+            genericContentTypes: Set<String> = ["application/octet-stream", "binary/octet-stream"],
+            maximumRetryAfter: Duration = .seconds(60),
+            hostFailureThreshold: Int = 3,
+            hostCooldown: Duration = .seconds(1),
             maximumBodySize: Int64 = 50_000_000,
             additionalHeaders: [String: String] = [:],
             now: @escaping @Sendable () -> Date = Date.init
@@ -62,6 +87,10 @@ extension HTTPImageFetcher {
             self.retryDelay = retryDelay
             self.maximumConcurrentDownloads = maximumConcurrentDownloads
             self.failureMemoryDuration = failureMemoryDuration
+            self.genericContentTypes = genericContentTypes
+            self.maximumRetryAfter = maximumRetryAfter
+            self.hostFailureThreshold = hostFailureThreshold
+            self.hostCooldown = hostCooldown
             self.maximumBodySize = maximumBodySize
             self.additionalHeaders = additionalHeaders
             self.now = now
@@ -71,7 +100,9 @@ extension HTTPImageFetcher {
             precondition(maximumAttempts >= 1, "maximumAttempts must be at least 1")
             precondition(maximumConcurrentDownloads >= 1, "maximumConcurrentDownloads must be at least 1")
             precondition(timeout > .zero, "timeout must be positive")
-            precondition(retryDelay >= .zero && failureMemoryDuration >= .zero, "durations must not be negative")
+            precondition(retryDelay >= .zero && failureMemoryDuration >= .zero && maximumRetryAfter >= .zero
+                         && hostCooldown >= .zero, "durations must not be negative")
+            precondition(hostFailureThreshold >= 0, "hostFailureThreshold must not be negative")
             precondition(maximumBodySize > 0, "maximumBodySize must be positive")
         }
     }

@@ -8,17 +8,19 @@ import Larder
 ///
 /// Each ``fetch(_:progress:)``:
 ///
-/// 1. fails fast with ``ImageFetchError/recentlyFailed`` if the URL failed less than
-///    ``Configuration/failureMemoryDuration`` ago;
+/// 1. fails fast with ``ImageFetchError/recentlyFailed(underlying:)`` if the URL failed with a
+///    4xx or non-image content less than ``Configuration/failureMemoryDuration`` ago, and with
+///    ``ImageFetchError/hostUnavailable(host:)`` while the host's circuit breaker is open;
 /// 2. waits for one of ``Configuration/maximumConcurrentDownloads`` permits (an async
 ///    semaphore: no thread blocks);
 /// 3. downloads through `URLSession` (FoundationNetworking on Linux), reporting progress;
 /// 4. checks the status (2xx), the length (a body shorter than `Content-Length` is
 ///    ``ImageFetchError/truncated(expected:received:)``, a longer one invalid), the
-///    `Content-Type` when present (`image/*` or `application/octet-stream`) and the bytes
-///    (``ImageFormat/detect(_:)`` must recognise them);
+///    `Content-Type` when present (`image/*` or one of ``Configuration/genericContentTypes``)
+///    and the bytes (``ImageFormat/detect(_:)`` must recognise them);
 /// 5. retries transport errors, timeouts, truncation, 5xx and 429 after
-///    ``Configuration/retryDelay`` (doubling), up to ``Configuration/maximumAttempts``.
+///    ``Configuration/retryDelay`` (doubling), or after the `Retry-After` a 429 or 503 asks for
+///    (bounded by ``Configuration/maximumRetryAfter``), up to ``Configuration/maximumAttempts``.
 ///
 /// Cancelling the calling task cancels the request in flight and throws
 /// ``ImageFetchError/cancelled``; a cancelled fetch is not remembered as a failure.
@@ -39,7 +41,8 @@ public final class HTTPImageFetcher: Sendable {
     private let session: URLSession
     private let delegate: SessionDelegate
     private let semaphore: AsyncSemaphore
-    private let failures: Locked<[String: Date]>
+    private let failures: Locked<[String: (error: ImageFetchError, until: Date)]>
+    private let breakers: HostBreakers
 
     /// The most URLs the failure memory holds; the oldest is forgotten first.
     static let failureMemoryCapacity = 1024
@@ -56,6 +59,8 @@ public final class HTTPImageFetcher: Sendable {
         self.session = URLSession(configuration: sessionConfiguration, delegate: delegate, delegateQueue: nil)
         self.semaphore = AsyncSemaphore(permits: configuration.maximumConcurrentDownloads)
         self.failures = Locked([:])
+        self.breakers = HostBreakers(
+            threshold: configuration.hostFailureThreshold, cooldown: configuration.hostCooldown.timeInterval)
     }
 
     /// Creates a fetcher, changing the default configuration in `configure` (Nuke style).
@@ -82,33 +87,93 @@ public final class HTTPImageFetcher: Sendable {
         progress: (@Sendable (_ received: Int64, _ expected: Int64?) -> Void)? = nil
     ) async throws -> FetchedImage {
         let key = url.absoluteString
-        if isRecentlyFailed(key) { throw ImageFetchError.recentlyFailed }
+        if let failure = recentFailure(key) { throw ImageFetchError.recentlyFailed(underlying: failure) }
+        let host = url.host?.lowercased() ?? ""
+        let admission = breakers.admit(host, now: configuration.now())
+        if admission == .reject { throw ImageFetchError.hostUnavailable(host: host) }
         var request = URLRequest(url: url)
         request.timeoutInterval = configuration.timeout.wholeSecondsTimeInterval
         request.setValue("image/*, application/octet-stream;q=0.8", forHTTPHeaderField: "Accept")
         for (field, value) in configuration.additionalHeaders { request.setValue(value, forHTTPHeaderField: field) }
 
         var delay = configuration.retryDelay
+        var nextDelay: Duration?
         var lastError = ImageFetchError.transport("no attempt was made")
-        attempts: for attempt in 1...configuration.maximumAttempts {
+        let attempts = admission == .probe ? 1 : configuration.maximumAttempts
+        attempts: for attempt in 1...attempts {
             if attempt > 1 {
-                do { try await Task.sleep(for: delay) } catch { throw ImageFetchError.cancelled }
+                let wait = nextDelay ?? delay
+                do { try await Task.sleep(for: wait) } catch {
+                    if admission == .probe { breakers.abandonedProbe(host) }
+                    throw ImageFetchError.cancelled
+                }
                 delay *= 2
             }
-            do { try await semaphore.acquire() } catch { throw ImageFetchError.cancelled }
+            do { try await semaphore.acquire() } catch {
+                if admission == .probe { breakers.abandonedProbe(host) }
+                throw ImageFetchError.cancelled
+            }
             let outcome = await perform(request, progress: progress)
             await semaphore.release()
+            nextDelay = nil
+            if case let .success(response) = outcome {
+                breakers.answered(host)
+                nextDelay = retryAfter(response.response)
+            }
             switch outcome.flatMap(validate) {
             case let .success(image):
                 return image
             case let .failure(error):
-                if error == .cancelled || Task.isCancelled { throw ImageFetchError.cancelled }
+                if error == .cancelled || Task.isCancelled {
+                    if admission == .probe { breakers.abandonedProbe(host) }
+                    throw ImageFetchError.cancelled
+                }
                 lastError = error
+                if error.isHostFailure, breakers.failed(host, now: configuration.now()) { break attempts }
                 if !error.isRetryable { break attempts }
             }
         }
-        rememberFailure(key)
+        if lastError.isWorthRemembering { rememberFailure(key, lastError) }
         throw lastError
+    }
+
+    /// Forgets every remembered failure, so each URL is tried again at its next fetch.
+    public func forgetFailures() {
+        failures.withLock { $0.removeAll() }
+    }
+
+    /// Forgets the remembered failure of `url`, if any.
+    public func forgetFailure(for url: URL) {
+        failures.withLock { _ = $0.removeValue(forKey: url.absoluteString) }
+    }
+
+    /// The wait a 429 or 503 answer asks for with `Retry-After` (seconds or an HTTP date),
+    /// bounded by ``Configuration/maximumRetryAfter``; `nil` for other answers.
+    private func retryAfter(_ response: HTTPURLResponse) -> Duration? {
+        guard [429, 503].contains(response.statusCode),
+              let value = response.value(forHTTPHeaderField: "Retry-After")?.trimmingCharacters(in: .whitespaces)
+        else { return nil }
+        let seconds: Double
+        if let whole = Int(value), whole >= 0 {
+            seconds = Double(whole)
+        } else if let date = Self.httpDate(value) {
+            seconds = max(0, date.timeIntervalSince(configuration.now()))
+        } else {
+            return nil
+        }
+        return min(.milliseconds(Int64((seconds * 1_000).rounded(.up))), configuration.maximumRetryAfter)
+    }
+
+    /// An HTTP date (RFC 9110 section 5.6.7: IMF-fixdate, or the obsolete RFC 850 and asctime forms).
+    static func httpDate(_ text: String) -> Date? {
+        for format in ["EEE, dd MMM yyyy HH:mm:ss zzz", "EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy"] {
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = TimeZone(identifier: "GMT")
+            formatter.dateFormat = format
+            if let date = formatter.date(from: text) { return date }
+        }
+        return nil
     }
 
     // MARK: - One attempt
@@ -149,7 +214,7 @@ public final class HTTPImageFetcher: Sendable {
         let contentType = http.value(forHTTPHeaderField: "Content-Type")
         if let contentType {
             let mime = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
-            guard mime.hasPrefix("image/") || mime == "application/octet-stream" else {
+            guard mime.hasPrefix("image/") || configuration.genericContentTypes.contains(mime) else {
                 return .failure(.invalidContent(reason: "Content-Type \(contentType) is not an image"))
             }
         }
@@ -166,30 +231,30 @@ public final class HTTPImageFetcher: Sendable {
 
     // MARK: - Failure memory
 
-    private func isRecentlyFailed(_ key: String) -> Bool {
-        guard configuration.failureMemoryDuration > .zero else { return false }
+    private func recentFailure(_ key: String) -> ImageFetchError? {
+        guard configuration.failureMemoryDuration > .zero else { return nil }
         let now = configuration.now()
         return failures.withLock { failures in
-            guard let expiry = failures[key] else { return false }
-            if expiry > now { return true }
+            guard let failure = failures[key] else { return nil }
+            if failure.until > now { return failure.error }
             failures[key] = nil
-            return false
+            return nil
         }
     }
 
-    private func rememberFailure(_ key: String) {
+    private func rememberFailure(_ key: String, _ error: ImageFetchError) {
         guard configuration.failureMemoryDuration > .zero else { return }
         let now = configuration.now()
-        let expiry = now.addingTimeInterval(configuration.failureMemoryDuration.timeInterval)
+        let until = now.addingTimeInterval(configuration.failureMemoryDuration.timeInterval)
         failures.withLock { failures in
             if failures.count >= Self.failureMemoryCapacity {
-                failures = failures.filter { $0.value > now }
+                failures = failures.filter { $0.value.until > now }
                 while failures.count >= Self.failureMemoryCapacity,
-                      let oldest = failures.min(by: { $0.value < $1.value }) {
+                      let oldest = failures.min(by: { $0.value.until < $1.value.until }) {
                     failures[oldest.key] = nil
                 }
             }
-            failures[key] = expiry
+            failures[key] = (error, until)
         }
     }
 }

@@ -17,8 +17,13 @@ public enum ImageFetchError: Error, Equatable, CustomStringConvertible {
     case truncated(expected: Int64, received: Int64)
     /// The request took longer than the configured timeout.
     case timedOut
-    /// The URL failed recently and the fetcher refused to try again before the failure expired.
-    case recentlyFailed
+    /// The URL failed recently with `underlying` (a 4xx status or content that is not an image)
+    /// and the fetcher refused to try again before the failure expired.
+    indirect case recentlyFailed(underlying: ImageFetchError)
+    /// The host failed several requests in a row (connection refused, timeouts) and its circuit
+    /// breaker is open: the fetcher fails at once instead of waiting on it, and lets one request
+    /// through to test it after a short cooldown.
+    case hostUnavailable(host: String)
     /// The calling task was cancelled.
     case cancelled
     /// The transport failed (connection refused, DNS, TLS, …); the message says how.
@@ -31,7 +36,8 @@ public enum ImageFetchError: Error, Equatable, CustomStringConvertible {
         case let .truncated(expected, received):
             return "The body ended after \(received) of \(expected) bytes"
         case .timedOut: return "The request timed out"
-        case .recentlyFailed: return "The URL failed recently; not retrying yet"
+        case let .recentlyFailed(underlying): return "The URL failed recently (\(underlying)); not retrying yet"
+        case let .hostUnavailable(host): return "The host \(host) failed repeatedly; not trying it until it recovers"
         case .cancelled: return "The request was cancelled"
         case let .transport(message): return "Transport error: \(message)"
         }
@@ -43,7 +49,27 @@ public enum ImageFetchError: Error, Equatable, CustomStringConvertible {
         switch self {
         case let .badStatus(code): return code == 429 || (500...599).contains(code)
         case .transport, .timedOut, .truncated: return true
-        case .invalidContent, .recentlyFailed, .cancelled: return false
+        case .invalidContent, .recentlyFailed, .hostUnavailable, .cancelled: return false
+        }
+    }
+
+    /// Whether the failure says something about the URL itself, worth remembering: a 4xx status
+    /// (but 408 and 429, which are about timing) or content that is not an image. Transport
+    /// errors, timeouts and 5xx say something about the host; the circuit breaker handles them.
+    var isWorthRemembering: Bool {
+        switch self {
+        case let .badStatus(code): return (400...499).contains(code) && code != 408 && code != 429
+        case .invalidContent: return true
+        default: return false
+        }
+    }
+
+    /// Whether the failure counts against the host's circuit breaker: it could not be reached
+    /// or did not answer in time.
+    var isHostFailure: Bool {
+        switch self {
+        case .transport, .timedOut: return true
+        default: return false
         }
     }
 }

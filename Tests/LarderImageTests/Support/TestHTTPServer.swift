@@ -38,7 +38,8 @@ final class TestHTTPServer: Sendable {
     private let counters = Locked(Counters())
     private let isStopped = Atomic<Bool>(false)
 
-    init(handler: @escaping Handler) throws {
+    /// Listens on 127.0.0.1 at `port` (0: a free port the system picks).
+    init(port: UInt16 = 0, handler: @escaping Handler) throws {
         self.handler = handler
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.EIO) }
@@ -46,7 +47,7 @@ final class TestHTTPServer: Sendable {
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
+        address.sin_port = port.bigEndian
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) { pointer in
