@@ -520,6 +520,46 @@ struct ImageCacheTests {
         #expect(try await cache.removeAll() == [.memory: 1])
     }
 
+    // MARK: - Statistics
+
+    @Test func eachRequestCountsOnceInTheCacheAndInTheStorage() async throws {
+        // Given a disk-backed cache with a resize processor
+        let png = self.png, gif = self.gif
+        let cache = try makeCache { $0.processors = [.resize { _, _ in gif }] }
+        let keys = (0..<5).map { Self.key("s\($0).png") }
+        // When 5 images are downloaded (3 callers each, coalesced), read 4 more times from
+        // memory, then from disk after memory is cleared, and a variant is made
+        for key in keys {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<3 { group.addTask { _ = try await cache.image(for: key) { _ in png } } }
+                try await group.waitForAll()
+            }
+        }
+        for _ in 0..<4 { for key in keys { _ = try await cache.image(for: key) { _ in png } } }
+        try await cache.removeAll(tiers: .memory)
+        for key in keys { #expect(try await cache.image(for: key) { _ in png }.source == .disk) }
+        let variant = try await cache.image(for: Self.key("s0.png", size: 2)) { _ in png }
+        #expect(variant.source == .processed)
+        await #expect(throws: ImageCacheError.self) { try await cache.image(for: Self.key("bad.png")) { _ in Data() } }
+        // Then each request counted exactly once, and each download once however many waited
+        let statistics = cache.statistics
+        #expect(statistics.requests == 15 + 20 + 5 + 1 + 1)
+        #expect(statistics.downloads == 6)                       // 5 images + the failed one
+        // The 15 coalesced callers got their image from the download or, if they arrived
+        // after it finished, from memory
+        #expect(statistics.downloaded + statistics.memoryHits == 15 + 20)
+        #expect(statistics.downloaded >= 5)
+        #expect(statistics.tierHits["disk"] == 5)
+        #expect(statistics.processed == 1)
+        #expect(statistics.failures == 1)
+        // And the storage counted at most one hit or one miss per read it was asked for
+        let storage = cache.storage.statistics
+        #expect(storage[.memory].hits == statistics.memoryHits)
+        #expect(storage[.disk].hits == 5)
+        #expect(storage.misses == 5 + 1 + 1)                     // the downloads, the variant, the failure
+        #expect(storage[.memory].hits + storage[.disk].hits + storage.misses <= statistics.requests)
+    }
+
     // MARK: - Memory cost and compression
 
     @Test func memoryCostIsTheDecodedEstimateOrElseTheByteCount() async throws {

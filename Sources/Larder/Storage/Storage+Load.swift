@@ -68,6 +68,24 @@ extension Storage where Value: Sendable {
         failures.forget(key)
     }
 
+    /// A read of memory alone that counts a memory hit or miss but, unlike
+    /// `entry(forKey:tiers: .memory)`, no overall miss: for a caller that goes on to
+    /// ``entryAfterMemoryMiss(forKey:tiers:)``, so its request counts one hit or one miss.
+    package func entryInMemory(forKey key: Key) -> Entry? {
+        memoryEntry(forKey: key, tiers: .memory)
+    }
+
+    /// A read for a caller that has already looked in memory (and counted that miss): memory
+    /// is checked again without counting, in case a load filled it meanwhile, then the tiers
+    /// below it, so each request counts one hit or one miss.
+    package func entryAfterMemoryMiss(forKey key: Key, tiers: StorageTiers? = nil) async throws -> Entry? {
+        let tiers = tiers ?? configuration.defaultTiers
+        if tiers.includesMemory, let found = memory.entry(forKey: key) {
+            return Entry(value: found.value, tier: .memory, expirationDate: found.expirationDate)
+        }
+        return try await entryBelowMemory(forKey: key, tiers: tiers)
+    }
+
     /// The async read below memory, whichever path the storage's tiers take.
     private func entryBelowMemory(forKey key: Key, tiers: StorageTiers) async throws -> Entry? {
         if allTiersLocal {

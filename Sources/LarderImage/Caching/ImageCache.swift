@@ -49,6 +49,8 @@ public final class ImageCache: Sendable {
     public let fetcher: HTTPImageFetcher?
 
     private let processors: Locked<[String: ImageProcessor]>
+    /// What ``statistics`` reports.
+    let counters = ImageCacheCounters()
     /// Loads in flight, one per key.
     let loads = RequestCoalescer<ImageKey, ImageResult>()
     /// Prefetch batches in flight, for ``cancelPrefetching()``.
@@ -92,6 +94,11 @@ public final class ImageCache: Sendable {
         var configuration = Configuration()
         configure(&configuration)
         try self.init(configuration: configuration, fetcher: fetcher)
+    }
+
+    /// What the cache did since it was created: one count per ``image(for:)`` request.
+    public var statistics: ImageCacheStatistics {
+        counters.snapshot
     }
 
     // MARK: - Processors
@@ -183,30 +190,44 @@ public final class ImageCache: Sendable {
     }
 
     /// Memory, then the coalesced rest of the lookup.
+    ///
+    /// Each call counts once in ``statistics`` (and in the storage's): a memory hit, or a miss
+    /// in memory followed by one answer below it.
     func load(_ key: ImageKey, from source: FetchSource) async throws -> ImageResult {
-        if let entry = try await storage.entry(forKey: key, tiers: .memory) {
+        if let entry = storage.entryInMemory(forKey: key) {
+            counters.count(.memory)
             return ImageResult(image: entry.value, source: .memory)
         }
-        return try await loads.value(for: key) { try await self.resolve(key, from: source) }
+        do {
+            let result = try await loads.value(for: key) { try await self.resolve(key, from: source) }
+            counters.count(result.source)
+            return result
+        } catch {
+            counters.countFailure()
+            throw error
+        }
     }
 
     /// Disk (memory again, in case a load just finished), variant from the original, fetch.
     private func resolve(_ key: ImageKey, from source: FetchSource) async throws -> ImageResult {
-        if let entry = try await storage.entry(forKey: key) {
+        if let entry = try await storage.entryAfterMemoryMiss(forKey: key) {
             return ImageResult(image: entry.value, source: .tier(entry.tier))
         }
         if !key.isOriginal, case let .success(steps) = processingSteps(for: key),
-           let original = try await storage.entry(forKey: key.original)?.value {
+           let original = try await storage.entryAfterMemoryMiss(forKey: key.original)?.value {
             return try await makeVariant(of: original, for: key, steps: steps)
         }
         switch source {
         case let .closure(fetch):
+            counters.countDownload()
             let fetched = try await fetch(key)
             let image = try makeImage(fetched.data, entityTag: fetched.entityTag, lastModified: fetched.lastModified)
             await store(image, for: key)
             return ImageResult(image: image, source: .network)
         case let .fetcher(fetcher) where key.isOriginal:
-            let fetched = try await fetcher.fetch(try Self.url(of: key))
+            let url = try Self.url(of: key)
+            counters.countDownload()
+            let fetched = try await fetcher.fetch(url)
             let image = try makeImage(fetched.data, entityTag: fetched.entityTag, lastModified: fetched.lastModified)
             await store(image, for: key)
             return ImageResult(image: image, source: .network)
