@@ -52,6 +52,7 @@ extension ImageFormat {
         case UInt8(ascii: "%"): return reader.matches(ascii: "%PDF-") ? .pdf : nil
         case 0x00:
             if reader.matches([0x00, 0x00, 0x01, 0x00]) { return detectICO(reader) }
+            if reader.matches([0x00, 0x00, 0x02, 0x00]) { return detectCUR(reader) }
             return detectISOBaseMedia(reader)
         default:
             return detectSVG(reader)
@@ -133,6 +134,17 @@ extension ImageFormat {
               let offset = reader.uint32LE(at: 18), Int(offset) >= 6 + 16 * Int(count)
         else { return nil }
         return .ico
+    }
+
+    private static func detectCUR(_ reader: ByteReader) -> ImageFormat? {
+        // The ICO directory with type 2: bytes 10–13 of an entry hold the hotspot instead of
+        // planes and bit count, so only the count, reserved byte, size and offset are checked.
+        guard let count = reader.uint16LE(at: 4), count > 0,
+              reader.uint8(at: 9) == 0,
+              let size = reader.uint32LE(at: 14), size > 0,
+              let offset = reader.uint32LE(at: 18), Int(offset) >= 6 + 16 * Int(count)
+        else { return nil }
+        return .cur
     }
 
     private static func detectISOBaseMedia(_ reader: ByteReader) -> ImageFormat? {

@@ -76,6 +76,8 @@ extension ImageFormat {
     public static let tiff = ImageFormat("tiff", mimeType: "image/tiff")
     /// Windows icon (`.ico`).
     public static let ico = ImageFormat("ico", mimeType: "image/vnd.microsoft.icon")
+    /// Windows cursor: the ICO layout with type 2 and a hotspot per entry.
+    public static let cur = ImageFormat("cur", mimeType: "image/x-win-bitmap")
     /// JPEG XL, as a bare codestream or in its ISO BMFF container.
     public static let jpegXL = ImageFormat("jpeg-xl", mimeType: "image/jxl")
     /// JPEG 2000, as a JP2 file or a raw J2K codestream.

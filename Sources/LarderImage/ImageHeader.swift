@@ -29,18 +29,28 @@ public struct ImageHeader: Sendable, Hashable {
     /// image sequences (`msf1`, `avis`) and for TIFF, whose extra directories are pages rather
     /// than frames.
     public var frameCount: Int?
+    /// The Exif orientation (1–8) a viewer applies: 1 is as stored; 5–8 turn the image a
+    /// quarter, so its displayed width is ``pixelHeight``. Read from JPEG and WebP; 1 for other
+    /// formats. (HEIF and AVIF rotations are applied to their sizes already.)
+    public var orientation: Int
 
     /// Creates a header.
     ///
     /// - Precondition: `pixelWidth` and `pixelHeight` are positive; `frameCount`, when given, too.
-    public init(format: ImageFormat, pixelWidth: Int, pixelHeight: Int, frameCount: Int? = 1) {
+    public init(format: ImageFormat, pixelWidth: Int, pixelHeight: Int, frameCount: Int? = 1, orientation: Int = 1) {
         precondition(pixelWidth > 0 && pixelHeight > 0, "an image has a positive pixel size")
         precondition(frameCount.map { $0 > 0 } ?? true, "an image has at least one frame")
         self.format = format
         self.pixelWidth = pixelWidth
         self.pixelHeight = pixelHeight
         self.frameCount = frameCount
+        self.orientation = (1...8).contains(orientation) ? orientation : 1
     }
+
+    /// The width as displayed, after ``orientation``: ``pixelHeight`` for orientations 5–8.
+    public var orientedPixelWidth: Int { orientation >= 5 ? pixelHeight : pixelWidth }
+    /// The height as displayed, after ``orientation``: ``pixelWidth`` for orientations 5–8.
+    public var orientedPixelHeight: Int { orientation >= 5 ? pixelWidth : pixelHeight }
 
     /// Whether the image has more than one frame.
     public var isAnimated: Bool { (frameCount ?? 1) > 1 }
@@ -81,13 +91,17 @@ public struct ImageHeader: Sendable, Hashable {
         case .gif: parsed = parseGIF(reader)
         case .webp: parsed = parseWebP(reader)
         case .bmp: parsed = parseBMP(reader)
-        case .tiff: parsed = parseTIFF(reader)
+        case .tiff: parsed = reader.uint16(at: 2, bigEndian: reader.matches(ascii: "MM")) == 43
+            ? parseBigTIFF(reader) : parseTIFF(reader)
         case .heic, .heif, .avif: parsed = parseHEIF(reader)
+        case .ico, .cur: parsed = parseICO(reader)
+        case .jpegXL: parsed = parseJPEGXL(reader)
+        case .jpeg2000: parsed = parseJPEG2000(reader)
         default: parsed = nil
         }
         guard let parsed, parsed.width > 0, parsed.height > 0, parsed.frames.map({ $0 > 0 }) ?? true
         else { return nil }
         return ImageHeader(format: format, pixelWidth: parsed.width, pixelHeight: parsed.height,
-                           frameCount: parsed.frames)
+                           frameCount: parsed.frames, orientation: orientation(reader, format: format))
     }
 }

@@ -15,6 +15,19 @@ struct ImageHeaderTests {
         #expect(header.pixelHeight == fixture.size?.height)
         #expect(header.frameCount == fixture.frameCount)
         #expect(header.isAnimated == ((fixture.frameCount ?? 1) > 1))
+        // Orientations 5-8 (from real Exif written by Pillow) turn the 5 x 3 image to 3 x 5
+        #expect(header.orientation == fixture.orientation)
+        let turned = fixture.orientation >= 5
+        #expect(header.orientedPixelWidth == (turned ? fixture.size?.height : fixture.size?.width))
+        #expect(header.orientedPixelHeight == (turned ? fixture.size?.width : fixture.size?.height))
+    }
+
+    @Test func aPNGEntryOfAnIconIsSizedFromItsOwnHeaderAndZeroBytesMean256() throws {
+        // multi.ico holds 16 x 16, 48 x 32 and 256 x 256 (stored as PNG with 0 size bytes)
+        let data = try #require(Fixture.all.first { $0.name == "multi.ico" }).data
+        #expect(data[6 + 16 * 2] == 0 && data[6 + 16 * 2 + 1] == 0)
+        let header = try #require(ImageHeader.parse(data))
+        #expect((header.pixelWidth, header.pixelHeight) == (256, 256))
     }
 
     @Test(arguments: Fixture.all.filter { $0.size == nil })

@@ -493,6 +493,41 @@ struct LarderToolTests {
         #expect(table.contains("300×200"))
     }
 
+    /// A JPEG header of `width` × `height` whose Exif says `orientation` (no pixel data).
+    static func orientedJPEG(width: UInt16, height: UInt16, orientation: UInt16) -> Data {
+        func be16(_ value: UInt16) -> [UInt8] { [UInt8(value >> 8), UInt8(value & 0xFF)] }
+        // TIFF (little-endian): header, IFD0 with one entry (0x0112, SHORT, 1, orientation), next 0.
+        let tiff: [UInt8] = [0x49, 0x49, 0x2A, 0x00, 0x08, 0x00, 0x00, 0x00, 0x01, 0x00,
+                             0x12, 0x01, 0x03, 0x00, 0x01, 0x00, 0x00, 0x00,
+                             UInt8(orientation & 0xFF), UInt8(orientation >> 8), 0x00, 0x00,
+                             0x00, 0x00, 0x00, 0x00]
+        var data = Data([0xFF, 0xD8, 0xFF, 0xE1])
+        data.append(contentsOf: be16(UInt16(2 + 6 + tiff.count)))
+        data.append(contentsOf: Array("Exif".utf8) + [0, 0])
+        data.append(contentsOf: tiff)
+        data.append(contentsOf: [0xFF, 0xC0] + be16(11) + [8])
+        data.append(contentsOf: be16(height) + be16(width))
+        data.append(contentsOf: [1, 1, 0x11, 0])
+        data.append(contentsOf: [0xFF, 0xD9])
+        return data
+    }
+
+    @Test func imageInspectReportsOrientationOrientedSizeAndCompleteness() throws {
+        let photo = folder.appendingPathComponent("photo.jpg")
+        try Self.orientedJPEG(width: 40, height: 30, orientation: 6).write(to: photo)
+        let cut = folder.appendingPathComponent("cut.png")
+        try Self.png.prefix(Self.png.count - 12).write(to: cut)
+        let items = try #require(try succeed("image", "inspect", "--json", photo.path, cut.path).json() as? [[String: Any]])
+        try #require(items.count == 2)
+        #expect(items[0]["width"] as? Int == 40 && items[0]["height"] as? Int == 30)
+        #expect(items[0]["orientation"] as? Int == 6)
+        #expect(items[0]["oriented_width"] as? Int == 30 && items[0]["oriented_height"] as? Int == 40)
+        #expect(items[0]["complete"] as? Bool == false)   // a header only: no scan, no EOI after it
+        #expect(items[1]["complete"] as? Bool == false)
+        let table = try succeed("image", "inspect", photo.path).output
+        #expect(table.contains("6 → 30×40"))
+    }
+
     @Test func imageInspectListsReadableFilesAndFailsForTheUnreadableOne() throws {
         let png = folder.appendingPathComponent("logo.png")
         try Self.png.write(to: png)

@@ -79,6 +79,18 @@ struct ByteReader {
         return value
     }
 
+    func uint64LE(at offset: Int) -> UInt64? {
+        guard contains(offset, length: 8) else { return nil }
+        var value: UInt64 = 0
+        for index in (offset..<offset + 8).reversed() { value = value << 8 | UInt64(self[index]) }
+        return value
+    }
+
+    /// Reads a 64-bit value in the byte order `bigEndian` names.
+    func uint64(at offset: Int, bigEndian: Bool) -> UInt64? {
+        bigEndian ? uint64BE(at: offset) : uint64LE(at: offset)
+    }
+
     /// Reads a 16-bit value in the byte order `bigEndian` names.
     func uint16(at offset: Int, bigEndian: Bool) -> UInt16? {
         bigEndian ? uint16BE(at: offset) : uint16LE(at: offset)

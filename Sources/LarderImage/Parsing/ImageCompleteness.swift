@@ -50,6 +50,7 @@ enum ImageCompleteness {
     private static func jpeg(_ reader: ByteReader) -> String? {
         var offset = 2 // after SOI
         var inScan = false
+        var sawScan = false
         for _ in 0..<maximumSteps {
             guard let byte = reader.uint8(at: offset) else { return "the JPEG ends before its EOI marker" }
             if inScan && byte != 0xFF {
@@ -60,7 +61,7 @@ enum ImageCompleteness {
             guard let marker = reader.uint8(at: offset + 1) else { return "the JPEG ends before its EOI marker" }
             switch marker {
             case 0xD9:
-                return nil
+                return sawScan ? nil : "the JPEG has no scan before its EOI marker"
             case 0x00 where inScan, 0xD0...0xD7, 0x01, 0xFF:
                 // Stuffed zero, restart marker, TEM or fill byte: no length follows.
                 offset += marker == 0xFF ? 1 : 2
@@ -70,6 +71,7 @@ enum ImageCompleteness {
                 else { return "the JPEG's segment at byte \(offset) is cut short" }
                 offset = end
                 inScan = marker == 0xDA
+                sawScan = sawScan || inScan
             }
         }
         return "the JPEG has too many segments"

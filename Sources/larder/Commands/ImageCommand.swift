@@ -39,9 +39,12 @@ struct InspectCommand: ParsableCommand {
         var format: ImageFormat?
         var header: ImageHeader?
 
+        var complete: Bool
+
         init(file: String, data: Data) {
             self.file = file
             bytes = data.count
+            complete = ImageFormat.isComplete(data)
             header = ImageHeader.parse(data)
             format = header?.format ?? ImageFormat.detect(data)
         }
@@ -56,6 +59,10 @@ struct InspectCommand: ParsableCommand {
                 "height": jsonOrNull(header?.pixelHeight),
                 "frames": jsonOrNull(header?.frameCount),
                 "animated": header?.isAnimated ?? false,
+                "orientation": jsonOrNull(header?.orientation),
+                "oriented_width": jsonOrNull(header?.orientedPixelWidth),
+                "oriented_height": jsonOrNull(header?.orientedPixelHeight),
+                "complete": complete,
             ]
         }
     }
@@ -73,14 +80,18 @@ struct InspectCommand: ParsableCommand {
         if json {
             try printJSON(inspections.map(\.json))
         } else if !inspections.isEmpty {
-            var table = Table([.left, .left, .left, .right, .right, .right])
-            table.append("FILE", "FORMAT", "MIME TYPE", "PIXELS", "FRAMES", "BYTES")
+            var table = Table([.left, .left, .left, .right, .left, .right, .left, .right])
+            table.append("FILE", "FORMAT", "MIME TYPE", "PIXELS", "ORIENTATION", "FRAMES", "COMPLETE", "BYTES")
             for inspection in inspections {
                 let pixels = inspection.header.map { "\($0.pixelWidth)×\($0.pixelHeight)" } ?? "-"
+                let orientation = inspection.header.map { header in
+                    header.orientation == 1 ? "1" : "\(header.orientation) → \(header.orientedPixelWidth)×\(header.orientedPixelHeight)"
+                } ?? "-"
                 let frames = inspection.header?.frameCount.map(String.init) ?? "-"
                 table.append(
                     displayKey(inspection.file), inspection.format?.identifier ?? "unknown",
-                    inspection.format?.mimeType ?? "-", pixels, frames, formatCount(inspection.bytes))
+                    inspection.format?.mimeType ?? "-", pixels, orientation, frames,
+                    inspection.format == nil ? "-" : (inspection.complete ? "yes" : "no"), formatCount(inspection.bytes))
             }
             table.print()
         }

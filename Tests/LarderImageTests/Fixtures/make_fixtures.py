@@ -2,9 +2,11 @@
 """Regenerates the tiny image fixtures used by LarderImageTests.
 
 Not run by CI: the generated files are committed. Requires Pillow (12+, with WebP, AVIF
-and OpenJPEG support) and pillow-heif for HEIC:
+and OpenJPEG support), pillow-heif for HEIC, and cjxl (Debian's libjxl-tools) for the real
+JPEG XL files:
 
     pip install pillow pillow-heif
+    apt-get install libjxl-tools
     python3 make_fixtures.py
 
 Every still image is 5 x 3 pixels (width != height, so a swapped pair is caught); animated
@@ -132,3 +134,40 @@ save(
     "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"5\" height=\"3\"><rect width=\"5\" height=\"3\"/></svg>\n"
     .encode("utf-8"),
 )
+
+
+# --- Sizes and orientation (real encoders) -----------------------------------------------------
+
+# An ICO with three entries; the 256 x 256 one is stored as PNG with 0 for its size bytes.
+save("multi.ico", pillow(Image.new("RGB", (256, 256), (10, 20, 30)), "ICO", sizes=[(16, 16), (48, 32), (256, 256)]))
+
+# A cursor: the same file with type 2 (CUR) in its header.
+cur = bytearray(pillow(Image.new("RGB", (32, 32), (10, 20, 30)), "ICO", sizes=[(32, 32)]))
+struct.pack_into("<H", cur, 2, 2)
+save("image.cur", bytes(cur))
+
+# BigTIFF (version 43, 8-byte offsets), written by Pillow.
+save("bigtiff.tif", pillow(frame((10, 20, 30)), "TIFF", big_tiff=True))
+
+# JPEG XL from the reference encoder, as a bare codestream and in its container.
+import subprocess
+import tempfile
+
+with tempfile.TemporaryDirectory() as folder:
+    source = os.path.join(folder, "in.png")
+    frame((10, 20, 30)).save(source)
+    for name, extra in [("real.jxl", []), ("real-container.jxl", ["--container=1"])]:
+        target = os.path.join(folder, name)
+        subprocess.run(["cjxl", source, target, "-d", "1", "--quiet"] + extra, check=True)
+        with open(target, "rb") as f:
+            save(name, f.read())
+
+# JPEG and WebP with an Exif orientation: the stored image is 5 x 3 in every case; 5-8 rotate
+# it a quarter turn, so the oriented size is 3 x 5.
+for orientation in range(1, 9):
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    save(f"orientation-{orientation}.jpg", pillow(frame((10, 20, 30)), "JPEG", quality=40, exif=exif.tobytes()))
+exif = Image.Exif()
+exif[0x0112] = 6
+save("orientation-6.webp", pillow(frame((10, 20, 30)), "WEBP", quality=40, exif=exif.tobytes()))

@@ -10,6 +10,8 @@ struct Fixture: CustomTestStringConvertible, Sendable {
     /// `nil` for formats whose headers `ImageHeader.parse(_:)` does not read.
     let size: (width: Int, height: Int)?
     let frameCount: Int?
+    /// The Exif orientation the header reports.
+    var orientation = 1
 
     var testDescription: String { name }
 
@@ -38,11 +40,21 @@ struct Fixture: CustomTestStringConvertible, Sendable {
         Fixture(name: "bigendian.tif", format: .tiff, size: (5, 3), frameCount: nil),
         Fixture(name: "image.heic", format: .heic, size: (5, 3), frameCount: 1),
         Fixture(name: "image.avif", format: .avif, size: (5, 3), frameCount: 1),
-        Fixture(name: "image.ico", format: .ico, size: nil, frameCount: nil),
-        Fixture(name: "image.jp2", format: .jpeg2000, size: nil, frameCount: nil),
-        Fixture(name: "image.j2k", format: .jpeg2000, size: nil, frameCount: nil),
-        Fixture(name: "codestream.jxl", format: .jpegXL, size: nil, frameCount: nil),
-        Fixture(name: "container.jxl", format: .jpegXL, size: nil, frameCount: nil),
+        Fixture(name: "image.ico", format: .ico, size: (16, 16), frameCount: 1),
+        Fixture(name: "multi.ico", format: .ico, size: (256, 256), frameCount: 1),
+        Fixture(name: "image.cur", format: .cur, size: (32, 32), frameCount: 1),
+        Fixture(name: "image.jp2", format: .jpeg2000, size: (5, 3), frameCount: nil),
+        Fixture(name: "image.j2k", format: .jpeg2000, size: (5, 3), frameCount: nil),
+        Fixture(name: "bigtiff.tif", format: .tiff, size: (5, 3), frameCount: nil),
+        // Hand-made: an all-zero SizeHeader reads as 1 x 1.
+        Fixture(name: "codestream.jxl", format: .jpegXL, size: (1, 1), frameCount: nil),
+        Fixture(name: "container.jxl", format: .jpegXL, size: (1, 1), frameCount: nil),
+        Fixture(name: "real.jxl", format: .jpegXL, size: (5, 3), frameCount: nil),
+        Fixture(name: "real-container.jxl", format: .jpegXL, size: (5, 3), frameCount: nil),
+    ] + (1...8).map { orientation in
+        Fixture(name: "orientation-\(orientation).jpg", format: .jpeg, size: (5, 3), frameCount: 1, orientation: orientation)
+    } + [
+        Fixture(name: "orientation-6.webp", format: .webp, size: (5, 3), frameCount: 1, orientation: 6),
         Fixture(name: "document.pdf", format: .pdf, size: nil, frameCount: nil),
         Fixture(name: "image.svg", format: .svg, size: nil, frameCount: nil),
     ]
