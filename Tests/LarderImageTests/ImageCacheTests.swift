@@ -645,6 +645,49 @@ struct ImageCacheTests {
         #expect(targets.withLock { $0 } == ["/img/%7ecat.png?sig=z&exp=1"])
     }
 
+    @Test func aRequestCarriesItsHeadersAndReportsProgressThroughTheCache() async throws {
+        let png = self.png
+        let server = try TestHTTPServer { _, _ in
+            TestHTTPServer.Response(headers: [("Content-Type", "image/png")], body: png)
+        }
+        let cache = try makeCache(fetcher: HTTPImageFetcher { $0.maximumAttempts = 1 })
+        let received = Locked<[Int64]>([])
+        let result = try await cache.image(
+            for: ImageKey(server.url("/private.png")), headers: ["Authorization": "Bearer secret"]
+        ) { bytes, _ in received.withLock { $0.append(bytes) } }
+        #expect(result.source == .network)
+        #expect(server.requestHeaders("/private.png")["authorization"] == "Bearer secret")
+        #expect(received.withLock { $0.last } == Int64(png.count))
+    }
+
+    @Test func visibleImagesStartBeforeQueuedPrefetches() async throws {
+        // Given a fetcher with one download slot, held by a slow download
+        let png = self.png
+        let order = Locked<[String]>([])
+        let server = try TestHTTPServer { path, _ in
+            order.withLock { $0.append(path) }
+            return TestHTTPServer.Response(headers: [("Content-Type", "image/png")], body: png,
+                                           delay: path == "/hold.png" ? .seconds(3) : .zero)
+        }
+        let cache = try makeCache(fetcher: HTTPImageFetcher { $0.maximumAttempts = 1; $0.maximumConcurrentDownloads = 1 }) {
+            $0.maximumConcurrentPrefetches = 4
+        }
+        let hold = Task { try await cache.image(for: ImageKey(server.url("/hold.png"))) }
+        while server.requestCount("/hold.png") == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        // When three prefetches queue up, then an image for display
+        let prefetch = cache.prefetch((0..<3).map { ImageKey(server.url("/later\($0).png")) })
+        try await Task.sleep(for: .milliseconds(200))
+        let visible = Task { try await cache.image(for: ImageKey(server.url("/visible.png")), priority: .high) }
+        // Then the visible image is downloaded as soon as the slot frees, before every prefetch
+        _ = try await hold.value
+        _ = try await visible.value
+        _ = await prefetch.value
+        let served = order.withLock { $0 }
+        #expect(served.first == "/hold.png")
+        #expect(served.dropFirst().first == "/visible.png", "order \(served)")
+        #expect(Set(served.dropFirst(2)) == ["/later0.png", "/later1.png", "/later2.png"])
+    }
+
     @Test func anHTTPFetcherVariantIsMadeFromTheFetchedOriginal() async throws {
         let png = self.png, gif = self.gif
         let server = try TestHTTPServer { _, _ in TestHTTPServer.Response(body: png) }

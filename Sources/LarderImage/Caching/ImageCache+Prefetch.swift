@@ -47,11 +47,12 @@ extension ImageCache {
         })
     }
 
-    /// Loads `keys` into the cache in the background with the cache's ``fetcher``; see
-    /// ``prefetch(_:fetch:)-(_,(ImageKey)->Data)`` and ``image(for:)``.
+    /// Loads `keys` into the cache in the background with the cache's ``fetcher``, at
+    /// ``FetchPriority/low``, so images requested for display go first; see
+    /// ``prefetch(_:fetch:)-(_,(ImageKey)->Data)``.
     @discardableResult
     public func prefetch(_ keys: [ImageKey]) -> Task<PrefetchSummary, Never> {
-        startPrefetching(keys, from: fetcher.map(FetchSource.fetcher) ?? .none)
+        startPrefetching(keys, from: fetcher.map { .fetcher($0, FetchOptions(priority: .low)) } ?? .none)
     }
 
     /// Cancels every prefetch batch in flight.

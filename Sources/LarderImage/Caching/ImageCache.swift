@@ -151,15 +151,26 @@ public final class ImageCache: Sendable {
     /// The fetcher downloads originals only: a missing variant is made from its original
     /// (fetched first when not cached) by the registered processors.
     ///
-    /// - Important: The download uses the key's canonical source, from which the key filter
-    ///   removed volatile query items. If the server needs them (a signed URL), pass a fetch
-    ///   closure that knows the full URL.
+    /// The download requests ``ImageKey/requestString``, the URL exactly as the key was made
+    /// from (volatile query items and their order included), with `headers`. While a load for
+    /// `key` is in flight, later calls join it: the first call's headers, priority and
+    /// progress are the ones used.
+    ///
+    /// - Parameters:
+    ///   - headers: Header fields for the download (credentials, for example).
+    ///   - priority: Where the download waits when the fetcher is at its concurrency bound;
+    ///     prefetches use ``FetchPriority/low``.
+    ///   - progress: Called as the download's bytes arrive, with the total when known.
     /// - Throws: ``ImageCacheError/noFetcher`` when the cache has no fetcher and the image is
     ///   not cached, ``ImageCacheError/unsupportedSource(_:)`` for a source that is not an
     ///   `http(s)` URL, ``ImageCacheError/processorNotRegistered(identifier:)`` for a variant
     ///   that no registered processors can make, and ``ImageFetchError`` from the fetcher.
-    public func image(for key: ImageKey) async throws -> ImageResult {
-        try await load(key, from: fetcher.map(FetchSource.fetcher) ?? .none)
+    public func image(
+        for key: ImageKey, headers: [String: String] = [:], priority: FetchPriority = .normal,
+        progress: (@Sendable (_ received: Int64, _ expected: Int64?) -> Void)? = nil
+    ) async throws -> ImageResult {
+        let options = FetchOptions(headers: headers, priority: priority, progress: progress)
+        return try await load(key, from: fetcher.map { .fetcher($0, options) } ?? .none)
     }
 
     /// The image for `key` if memory or disk holds it, without making or fetching anything.
@@ -224,10 +235,11 @@ public final class ImageCache: Sendable {
             let image = try makeImage(fetched.data, entityTag: fetched.entityTag, lastModified: fetched.lastModified)
             await store(image, for: key)
             return ImageResult(image: image, source: .network)
-        case let .fetcher(fetcher) where key.isOriginal:
+        case let .fetcher(fetcher, options) where key.isOriginal:
             let url = try Self.url(of: key)
             counters.countDownload()
-            let fetched = try await fetcher.fetch(url)
+            let fetched = try await fetcher.fetch(
+                url, headers: options.headers, priority: options.priority, progress: options.progress)
             let image = try makeImage(fetched.data, entityTag: fetched.entityTag, lastModified: fetched.lastModified)
             await store(image, for: key)
             return ImageResult(image: image, source: .network)
@@ -351,8 +363,15 @@ extension ImageCache {
     /// Where the bytes of a missing image come from.
     enum FetchSource: Sendable {
         case closure(@Sendable (ImageKey) async throws -> FetchedBytes)
-        case fetcher(HTTPImageFetcher)
+        case fetcher(HTTPImageFetcher, FetchOptions)
         case none
+    }
+
+    /// How the cache's fetcher downloads for one request.
+    struct FetchOptions: Sendable {
+        var headers: [String: String] = [:]
+        var priority: FetchPriority = .normal
+        var progress: (@Sendable (Int64, Int64?) -> Void)?
     }
 
     /// Fetched bytes with their validators, whatever the fetch closure returned.

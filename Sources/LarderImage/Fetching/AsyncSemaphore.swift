@@ -2,7 +2,7 @@
 /// is free, and a cancelled waiter leaves the queue with `CancellationError`.
 actor AsyncSemaphore {
     private var permits: Int
-    private var waiters: [(id: UInt64, continuation: CheckedContinuation<Void, any Error>)] = []
+    private var waiters: [(id: UInt64, priority: Int, continuation: CheckedContinuation<Void, any Error>)] = []
     private var nextID: UInt64 = 0
 
     init(permits: Int) {
@@ -10,10 +10,11 @@ actor AsyncSemaphore {
         self.permits = permits
     }
 
-    /// Takes a permit, waiting in FIFO order for one to be released.
+    /// Takes a permit, waiting for one to be released: waiters are served by `priority`
+    /// (higher first), then in arrival order.
     ///
     /// - Throws: `CancellationError` when the task is cancelled before it gets a permit.
-    func acquire() async throws {
+    func acquire(priority: Int = 0) async throws {
         try Task.checkCancellation()
         if permits > 0 {
             permits -= 1
@@ -25,14 +26,17 @@ actor AsyncSemaphore {
             // Runs on the actor before it suspends, so the waiter is queued before the
             // cancellation handler's hop to the actor can look for it.
             try await withCheckedThrowingContinuation { continuation in
-                waiters.append((id, continuation))
+                // Behind every waiter of the same or a higher priority.
+                let position = waiters.firstIndex { $0.priority < priority } ?? waiters.endIndex
+                waiters.insert((id, priority, continuation), at: position)
             }
         } onCancel: {
             Task { await self.cancelWaiter(id) }
         }
     }
 
-    /// Returns a permit, handing it straight to the longest waiter if there is one.
+    /// Returns a permit, handing it straight to the first waiter (highest priority, then
+    /// longest waiting) if there is one.
     func release() {
         if waiters.isEmpty {
             permits += 1

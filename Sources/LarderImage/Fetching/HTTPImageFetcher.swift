@@ -77,13 +77,19 @@ public final class HTTPImageFetcher: Sendable {
     /// Downloads and validates the image at `url`.
     ///
     /// - Parameters:
-    ///   - url: The image's address.
+    ///   - url: The image's address, requested exactly as given.
+    ///   - headers: Header fields for this request (credentials, for example), on top of the
+    ///     configuration's ``Configuration/additionalHeaders``.
+    ///   - priority: When the fetcher is at its concurrency bound, waiting downloads start by
+    ///     priority, then in arrival order.
     ///   - progress: Called as bytes arrive, with the bytes received so far in this attempt and
     ///     the expected total (`Content-Length`) when known. Called on a URLSession queue.
     /// - Returns: The bytes, their format and the response's validators.
     /// - Throws: ``ImageFetchError``, and nothing else.
     public func fetch(
         _ url: URL,
+        headers: [String: String] = [:],
+        priority: FetchPriority = .normal,
         progress: (@Sendable (_ received: Int64, _ expected: Int64?) -> Void)? = nil
     ) async throws -> FetchedImage {
         let key = url.absoluteString
@@ -95,6 +101,7 @@ public final class HTTPImageFetcher: Sendable {
         request.timeoutInterval = configuration.timeout.wholeSecondsTimeInterval
         request.setValue("image/*, application/octet-stream;q=0.8", forHTTPHeaderField: "Accept")
         for (field, value) in configuration.additionalHeaders { request.setValue(value, forHTTPHeaderField: field) }
+        for (field, value) in headers { request.setValue(value, forHTTPHeaderField: field) }
 
         var delay = configuration.retryDelay
         var nextDelay: Duration?
@@ -109,7 +116,7 @@ public final class HTTPImageFetcher: Sendable {
                 }
                 delay *= 2
             }
-            do { try await semaphore.acquire() } catch {
+            do { try await semaphore.acquire(priority: priority.rawValue) } catch {
                 if admission == .probe { breakers.abandonedProbe(host) }
                 throw ImageFetchError.cancelled
             }

@@ -32,6 +32,7 @@ final class TestHTTPServer: Sendable {
     private let handler: Handler
     private struct Counters {
         var requests: [String: Int] = [:]
+        var headers: [String: [String: String]] = [:]
         var inFlight = 0
         var maximumInFlight = 0
     }
@@ -71,6 +72,9 @@ final class TestHTTPServer: Sendable {
 
     func requestCount(_ path: String) -> Int { counters.withLock { $0.requests[path, default: 0] } }
 
+    /// The header fields of the last request for `path`, by lower-cased name.
+    func requestHeaders(_ path: String) -> [String: String] { counters.withLock { $0.headers[path] ?? [:] } }
+
     var maximumInFlight: Int { counters.withLock { $0.maximumInFlight } }
 
     /// Stops accepting; connections being answered finish on their own threads. Idempotent.
@@ -102,9 +106,16 @@ final class TestHTTPServer: Sendable {
             if count <= 0 { return }
             head.append(contentsOf: buffer[0..<count])
         }
-        let requestLine = String(decoding: head, as: UTF8.self).split(separator: "\r\n").first ?? ""
+        let lines = String(decoding: head, as: UTF8.self).split(separator: "\r\n")
+        let requestLine = lines.first ?? ""
         let path = requestLine.split(separator: " ").dropFirst().first.map(String.init) ?? "/"
+        var headers: [String: String] = [:]
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
         let attempt = counters.withLock { counters in
+            counters.headers[path] = headers
             counters.requests[path, default: 0] += 1
             counters.inFlight += 1
             counters.maximumInFlight = max(counters.maximumInFlight, counters.inFlight)
