@@ -31,6 +31,10 @@ extension ImageCache {
         /// `ImageFormat.isComplete(_:)`): a truncated download is refused, never cached.
         /// `false` checks only the signature and header. Defaults to `true`.
         public var requiresCompleteImages: Bool
+        /// How long a downloaded image stays cached: from the response's `Cache-Control`,
+        /// `Expires`, `Date` and `Age` within bounds (the default: 1 minute to 30 days, 1 day
+        /// when the response says nothing), or a fixed expiry (``ImageFreshness/fixed(_:)``).
+        public var freshness: ImageFreshness
         /// Processors that make missing variants from cached originals; a later one replaces an
         /// earlier one with the same identifier. More can be added with
         /// ``ImageCache/register(_:)``. Defaults to none.
@@ -49,12 +53,14 @@ extension ImageCache {
             disk: DiskStore.Configuration = .init(compression: .gzip(level: 6)),
             maximumConcurrentPrefetches: Int = 4,
             requiresCompleteImages: Bool = true,
+            freshness: ImageFreshness = .fromResponse(),
             processors: [ImageProcessor] = [],
             now: (@Sendable () -> Date)? = nil,
             logHandler: (@Sendable (String) -> Void)? = nil
         ) {
             self.now = now
             self.requiresCompleteImages = requiresCompleteImages
+            self.freshness = freshness
             self.logHandler = logHandler
             self.memory = memory
             self.directory = directory

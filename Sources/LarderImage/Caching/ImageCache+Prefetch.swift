@@ -43,7 +43,7 @@ extension ImageCache {
     ) -> Task<PrefetchSummary, Never> {
         startPrefetching(keys, from: .closure { key in
             let fetched = try await fetch(key)
-            return FetchedBytes(data: fetched.data, entityTag: fetched.entityTag, lastModified: fetched.lastModified)
+            return FetchedBytes(fetched)
         })
     }
 

@@ -142,7 +142,7 @@ public final class ImageCache: Sendable {
     ) async throws -> ImageResult {
         try await load(key, from: .closure { key in
             let fetched = try await fetch(key)
-            return FetchedBytes(data: fetched.data, entityTag: fetched.entityTag, lastModified: fetched.lastModified)
+            return FetchedBytes(fetched)
         })
     }
 
@@ -225,28 +225,25 @@ public final class ImageCache: Sendable {
             return ImageResult(image: entry.value, source: .tier(entry.tier))
         }
         if !key.isOriginal, case let .success(steps) = processingSteps(for: key),
-           let original = try await storage.entryAfterMemoryMiss(forKey: key.original)?.value {
-            return try await makeVariant(of: original, for: key, steps: steps)
+           let original = try await storage.entryAfterMemoryMiss(forKey: key.original) {
+            // A variant lives no longer than the original it was made from.
+            return try await makeVariant(
+                of: original.value, for: key, steps: steps, expiry: original.expirationDate.map(Expiry.date))
         }
         switch source {
         case let .closure(fetch):
             counters.countDownload()
-            let fetched = try await fetch(key)
-            let image = try makeImage(fetched.data, entityTag: fetched.entityTag, lastModified: fetched.lastModified)
-            await store(image, for: key)
-            return ImageResult(image: image, source: .network)
+            return try await storeDownloaded(try await fetch(key), for: key)
         case let .fetcher(fetcher, options) where key.isOriginal:
             let url = try Self.url(of: key)
             counters.countDownload()
             let fetched = try await fetcher.fetch(
                 url, headers: options.headers, priority: options.priority, progress: options.progress)
-            let image = try makeImage(fetched.data, entityTag: fetched.entityTag, lastModified: fetched.lastModified)
-            await store(image, for: key)
-            return ImageResult(image: image, source: .network)
+            return try await storeDownloaded(FetchedBytes(fetched), for: key)
         case .fetcher:
             let steps = try processingSteps(for: key).get()
             let original = try await load(key.original, from: source)
-            return try await makeVariant(of: original.image, for: key, steps: steps)
+            return try await makeVariant(of: original.image, for: key, steps: steps, expiry: nil)
         case .none:
             throw ImageCacheError.noFetcher
         }
@@ -267,15 +264,26 @@ public final class ImageCache: Sendable {
     }
 
     private func makeVariant(
-        of original: CachedImage, for key: ImageKey, steps: [ImageProcessor]
+        of original: CachedImage, for key: ImageKey, steps: [ImageProcessor], expiry: Expiry?
     ) async throws -> ImageResult {
         var image = original
         for step in steps {
             try Task.checkCancellation()
             image = try makeImage(try await step.process(image, key))
         }
-        await store(image, for: key)
+        await store(image, for: key, expiry: expiry)
         return ImageResult(image: image, source: .processed)
+    }
+
+    /// Checks downloaded bytes and stores them for as long as the response (or the fixed
+    /// ``Configuration/freshness``) allows; a `no-store` answer is returned but not stored.
+    private func storeDownloaded(_ fetched: FetchedBytes, for key: ImageKey) async throws -> ImageResult {
+        let image = try makeImage(fetched.data, entityTag: fetched.entityTag, lastModified: fetched.lastModified)
+        let decision = configuration.freshness.decision(
+            cacheControl: fetched.cacheControl, expires: fetched.expires, date: fetched.date, age: fetched.age,
+            now: configuration.now?() ?? Date())
+        if case let .store(expiry) = decision { await store(image, for: key, expiry: expiry) }
+        return ImageResult(image: image, source: .network)
     }
 
     /// Checks bytes about to be cached: a known format, and a complete file when the
@@ -291,12 +299,12 @@ public final class ImageCache: Sendable {
 
     /// Stores a loaded image. A disk failure (a full disk, an image over the size limit) does
     /// not fail the load that already has the image: it is logged and kept in memory only.
-    private func store(_ image: CachedImage, for key: ImageKey) async {
+    private func store(_ image: CachedImage, for key: ImageKey, expiry: Expiry? = nil) async {
         do {
-            try await storage.setValue(image, forKey: key)
+            try await storage.setValue(image, forKey: key, expiry: expiry)
         } catch {
             log("image \(key) kept in memory only: \(error)")
-            _ = try? await storage.setValue(image, forKey: key, tiers: .memory)
+            _ = try? await storage.setValue(image, forKey: key, expiry: expiry, tiers: .memory)
         }
     }
 
@@ -379,6 +387,24 @@ extension ImageCache {
         var data: Data
         var entityTag: String? = nil
         var lastModified: String? = nil
+        var cacheControl: String? = nil
+        var expires: String? = nil
+        var date: String? = nil
+        var age: String? = nil
+
+        init(data: Data) {
+            self.data = data
+        }
+
+        init(_ fetched: FetchedImage) {
+            data = fetched.data
+            entityTag = fetched.entityTag
+            lastModified = fetched.lastModified
+            cacheControl = fetched.cacheControl
+            expires = fetched.expires
+            date = fetched.date
+            age = fetched.age
+        }
     }
 
     typealias Source = ImageResult.Source

@@ -21,10 +21,23 @@ public struct FetchedImage: Sendable, Hashable {
     public var lastModified: String?
     /// The `Content-Type` header, when present.
     public var contentType: String?
+    /// The `Cache-Control` header, if the server sent one.
+    public var cacheControl: String?
+    /// The `Expires` header, if the server sent one.
+    public var expires: String?
+    /// The `Date` header: when the server made the response.
+    public var date: String?
+    /// The `Age` header: seconds the response spent in caches on its way.
+    public var age: String?
 
     /// Creates a fetched image.
     public init(data: Data, format: ImageFormat, url: URL, statusCode: Int = 200, entityTag: String? = nil,
-                lastModified: String? = nil, contentType: String? = nil) {
+                lastModified: String? = nil, contentType: String? = nil, cacheControl: String? = nil,
+                expires: String? = nil, date: String? = nil, age: String? = nil) {
+        self.cacheControl = cacheControl
+        self.expires = expires
+        self.date = date
+        self.age = age
         self.data = data
         self.format = format
         self.url = url

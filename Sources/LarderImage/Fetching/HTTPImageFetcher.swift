@@ -232,7 +232,10 @@ public final class HTTPImageFetcher: Sendable {
         return .success(FetchedImage(
             data: response.data, format: format, url: http.url ?? response.url, statusCode: http.statusCode,
             entityTag: http.value(forHTTPHeaderField: "ETag"),
-            lastModified: http.value(forHTTPHeaderField: "Last-Modified"), contentType: contentType
+            lastModified: http.value(forHTTPHeaderField: "Last-Modified"), contentType: contentType,
+            cacheControl: http.value(forHTTPHeaderField: "Cache-Control"),
+            expires: http.value(forHTTPHeaderField: "Expires"), date: http.value(forHTTPHeaderField: "Date"),
+            age: http.value(forHTTPHeaderField: "Age")
         ))
     }
 
