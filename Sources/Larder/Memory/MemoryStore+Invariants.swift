@@ -45,8 +45,8 @@ extension MemoryStore.State {
         let small = policy.s3fifo.slots(inList: S3FIFOPolicy.smallList).map { slots[$0]!.key }
         let main = policy.s3fifo.slots(inList: S3FIFOPolicy.mainList).map { slots[$0]!.key }
         var frequencies: [Key: Int] = [:]
-        for (key, slot) in index where policy.kind == .s3fifo {
-            frequencies[key] = Int(policy.s3fifo.meta[slot].frequency)
+        for slot in index.allSlots() where policy.kind == .s3fifo {
+            frequencies[slots[slot]!.key] = Int(policy.s3fifo.meta[slot].frequency)
         }
         return (small, main, frequencies)
     }
@@ -59,9 +59,18 @@ extension MemoryStore.State {
         if usage.count != index.count { problems.append("count \(usage.count) != \(index.count) keys") }
         let cost = live.reduce(0) { $0 + slots[$1]!.cost }
         if usage.cost != cost { problems.append("cost \(usage.cost) != sum \(cost)") }
-        for (key, slot) in index where slots[slot]?.key != key {
-            problems.append("key \(key) points at slot \(slot) holding another key")
+        for slot in live where self.slot(of: slots[slot]!.key, hash: slots[slot]!.hash) != slot {
+            problems.append("key \(slots[slot]!.key) is not found at its slot \(slot)")
         }
+        for slot in live where slots[slot]!.hash != slots[slot]!.key.hashValue {
+            problems.append("slot \(slot) keeps a wrong hash")
+        }
+        if Set(index.allSlots()) != Set(live) { problems.append("key index slots \(index.allSlots()) != live slots \(live)") }
+        let free = Array(freeSlots.prefix(freeCount))
+        if Set(free).count != freeCount || free.contains(where: { slots[$0] != nil }) || free.count + live.count != slots.count {
+            problems.append("free slots \(free) disagree with the \(slots.count - live.count) empty ones")
+        }
+        problems += index.invariantViolations()
         for bucket in limits.bucketMaxCosts.indices {
             let members = live.filter { slots[$0]!.bucket == bucket }
             if usage.bucketCounts[bucket] != members.count {

@@ -14,10 +14,13 @@ extension MemoryStore {
         /// Seconds since the reference date; `.infinity` for an entry that never expires.
         @usableFromInline var expiration: Double
         @usableFromInline var bucket: Int?
+        /// `key.hashValue`, kept so that removing the entry never hashes the key again.
+        @usableFromInline var hash: Int
 
         @inlinable
-        init(key: Key, value: Value, cost: Int, expiration: Double, bucket: Int?) {
+        init(key: Key, hash: Int, value: Value, cost: Int, expiration: Double, bucket: Int?) {
             self.key = key
+            self.hash = hash
             self.value = value
             self.cost = cost
             self.expiration = expiration
@@ -45,9 +48,12 @@ extension MemoryStore {
     @usableFromInline
     struct State {
         @usableFromInline let limits: Limits
-        @usableFromInline var index: [Key: Int] = [:]
+        @usableFromInline var index = KeyIndex()
         @usableFromInline var slots: ContiguousArray<Slot?> = []
-        @usableFromInline var freeSlots: [Int] = []
+        /// A stack of the free slots: its first `freeCount` elements (never shrinks, so that
+        /// freeing and reusing a slot on every evicting write never reallocates).
+        @usableFromInline var freeSlots: ContiguousArray<Int> = []
+        @usableFromInline var freeCount = 0
         @usableFromInline var policy: PolicyBookkeeping
         @usableFromInline var usage: Usage
         @usableFromInline var statistics = Statistics()
@@ -65,8 +71,8 @@ extension MemoryStore {
 
         /// Looks `key` up as a read. `now` is `nil` when the caller has not read the clock.
         @inlinable @inline(__always)
-        mutating func read(_ key: Key, now: Double?) -> ReadResult {
-            guard let slot = index[key] else {
+        mutating func read(_ key: Key, hash: Int, now: Double?) -> ReadResult {
+            guard let slot = slot(of: key, hash: hash) else {
                 statistics.misses += 1
                 return .miss
             }
@@ -85,8 +91,8 @@ extension MemoryStore {
         }
 
         @inlinable
-        mutating func contains(_ key: Key, now: Double?) -> ContainsResult {
-            guard let slot = index[key] else { return .absent }
+        mutating func contains(_ key: Key, hash: Int, now: Double?) -> ContainsResult {
+            guard let slot = slot(of: key, hash: hash) else { return .absent }
             let expiration = slots[slot].unsafelyUnwrapped.expiration
             if expiration != .infinity {
                 guard let now else { return .needsClock }
@@ -104,7 +110,7 @@ extension MemoryStore {
         /// `expiration` is finite.
         @inlinable
         mutating func insert(
-            _ value: Value, forKey key: Key, cost: Int, expiration: Double, now: Double?,
+            _ value: Value, forKey key: Key, hash: Int, cost: Int, expiration: Double, now: Double?,
             into graveyard: inout Graveyard
         ) -> Bool {
             guard
@@ -114,7 +120,7 @@ extension MemoryStore {
                 expiration == .infinity || expiration > now!
             else {
                 statistics.rejections += 1
-                if let existing = index[key] { graveyard.bury(removeSlot(existing).value) }
+                if let existing = slot(of: key, hash: hash) { graveyard.bury(removeSlot(existing).value) }
                 return false
             }
             statistics.writes += 1
@@ -124,13 +130,12 @@ extension MemoryStore {
                 evict(victim, reason: .cost, into: &graveyard)
             }
 
-            // S3-FIFO's ghost queue remembers keys by hash; LRU needs none.
-            let keyHash = policy.kind == .s3fifo ? key.hashValue : 0
-            // One hash lookup finds an existing entry or claims a slot for a new one.
-            let candidate = freeSlots.last ?? slots.count
+            // One probe run finds an existing entry or the bucket for a new one.
+            index.reserveOneMore()
+            let probe = index.probe(hash: hash) { slots[$0].unsafelyUnwrapped.key == key }
             let slot: Int
-            if let existing = Self.claim(&index[key], with: candidate) {
-                slot = existing
+            if probe >= 0 {
+                slot = probe
                 let oldBucket = slots[slot].unsafelyUnwrapped.bucket
                 usage.subtract(cost: slots[slot].unsafelyUnwrapped.cost, bucket: oldBucket)
                 let old = slots[slot].unsafelyUnwrapped.value
@@ -141,15 +146,17 @@ extension MemoryStore {
                 graveyard.bury(old)
                 policy.didUpdate(slot, from: oldBucket, to: bucket, cost: cost)
             } else {
-                slot = candidate
-                let entry = Slot(key: key, value: value, cost: cost, expiration: expiration, bucket: bucket)
-                if freeSlots.isEmpty {
+                let entry = Slot(key: key, hash: hash, value: value, cost: cost, expiration: expiration, bucket: bucket)
+                if freeCount == 0 {
+                    slot = slots.count
                     slots.append(entry)
                 } else {
-                    freeSlots.removeLast()
+                    freeCount &-= 1
+                    slot = freeSlots[freeCount]
                     slots[slot] = entry
                 }
-                policy.didInsert(slot, bucket: bucket, cost: cost, keyHash: keyHash)
+                index.insert(slot: slot, hash: hash, at: ~probe)
+                policy.didInsert(slot, bucket: bucket, cost: cost, keyHash: hash)
             }
             usage.add(cost: cost, bucket: bucket)
 
@@ -176,21 +183,16 @@ extension MemoryStore {
             return true
         }
 
-        /// Returns the slot `entry` holds, or stores `candidate` in it and returns `nil`.
-        ///
-        /// Called on `index[key]` so that a dictionary `_modify` access does the lookup and the
-        /// insertion with a single hash.
+        /// The slot holding `key`, whose hash is `hash`.
         @inlinable @inline(__always)
-        static func claim(_ entry: inout Int?, with candidate: Int) -> Int? {
-            if let existing = entry { return existing }
-            entry = candidate
-            return nil
+        func slot(of key: Key, hash: Int) -> Int? {
+            index.find(hash: hash) { slots[$0].unsafelyUnwrapped.key == key }
         }
 
         /// Removes the entry for `key`, returning it.
         @inlinable
-        mutating func remove(_ key: Key) -> Slot? {
-            guard let slot = index[key] else { return nil }
+        mutating func remove(_ key: Key, hash: Int) -> Slot? {
+            guard let slot = slot(of: key, hash: hash) else { return nil }
             return removeSlot(slot)
         }
 
@@ -217,11 +219,12 @@ extension MemoryStore {
         }
 
         /// Empties the store, returning the old storage so the caller releases it unlocked.
-        mutating func removeAll() -> (index: [Key: Int], slots: ContiguousArray<Slot?>) {
-            let old = (index, slots)
-            index = [:]
+        mutating func removeAll() -> ContiguousArray<Slot?> {
+            let old = slots
+            index.removeAll()
             slots = []
             freeSlots = []
+            freeCount = 0
             policy.removeAll()
             usage = Usage(bucketCount: limits.bucketMaxCosts.count)
             return old
@@ -247,10 +250,15 @@ extension MemoryStore {
         @inlinable @inline(__always)
         mutating func removeSlot(_ slot: Int, isEviction: Bool = false) -> Slot {
             let entry = slots[slot].take().unsafelyUnwrapped
-            index.removeValue(forKey: entry.key)
+            index.remove(slot: slot, hash: entry.hash)
             policy.didRemove(slot, bucket: entry.bucket, isEviction: isEviction)
             usage.subtract(cost: entry.cost, bucket: entry.bucket)
-            freeSlots.append(slot)
+            if freeCount < freeSlots.count {
+                freeSlots[freeCount] = slot
+            } else {
+                freeSlots.append(slot)
+            }
+            freeCount &+= 1
             return entry
         }
 

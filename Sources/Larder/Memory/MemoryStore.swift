@@ -4,10 +4,10 @@ public import Foundation
 ///
 /// `MemoryStore` keeps values as they are (decoded, uncompressed) under count, cost and
 /// size-bucket limits, with an optional expiry per entry. Every lookup, write and removal is
-/// O(1): a dictionary maps each key to a slot in an array-backed doubly-linked recency list
+/// O(1): a hash table maps each key to a slot in an array-backed doubly-linked recency list
 /// (or, under ``EvictionPolicy/s3fifo``, in S3-FIFO's queues; see ``Configuration/policy``).
 /// All state sits behind one `NSLock`; the lock is held only for that bookkeeping, never while
-/// measuring a value's cost, reading the clock, or releasing evicted values.
+/// hashing the key, measuring a value's cost, reading the clock, or releasing evicted values.
 ///
 /// ```swift
 /// let store = try MemoryStore<String, Data> {
@@ -28,9 +28,9 @@ public import Foundation
 /// configuration's ``Configuration/cost`` closure; otherwise its ``CacheCostMeasurable/cacheCost``
 /// (bytes of `Data`, `String`, `[UInt8]`); otherwise `1`.
 ///
-/// The store is `Sendable` when `Value` is. Keys and values are compared and hashed under the
-/// lock (as any locked dictionary must), so `Key`'s `==` and `hash(into:)` must not call back
-/// into the store.
+/// The store is `Sendable` when `Value` is. A key is hashed once per call, before locking, and
+/// compared with the keys of equal hash under the lock (as any locked dictionary must), so
+/// `Key`'s `==` must not call back into the store.
 public final class MemoryStore<Key: Hashable & Sendable, Value> {
     /// The configuration the store was created with.
     public let configuration: Configuration
@@ -126,10 +126,11 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     /// - Complexity: O(1).
     @inlinable
     public func containsValue(forKey key: Key) -> Bool {
+        let hash = key.hashValue
         var now: Double? = readsClockBeforeLocking ? currentTime() : nil
         while true {
             lock.lock()
-            let result = state.contains(key, now: now)
+            let result = state.contains(key, hash: hash, now: now)
             lock.unlock()
             switch result {
             case .present: return true
@@ -201,8 +202,9 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
             precondition(expiration.isFinite, "MemoryStore: expiry date must be finite")
             now = currentTime()
         }
+        let hash = key.hashValue
         return withStateReleasingRemoved { state, graveyard in
-            state.insert(value, forKey: key, cost: cost, expiration: expiration, now: now, into: &graveyard)
+            state.insert(value, forKey: key, hash: hash, cost: cost, expiration: expiration, now: now, into: &graveyard)
         }
     }
 
@@ -214,9 +216,10 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     /// - Complexity: O(1).
     @inlinable @discardableResult
     public func removeValue(forKey key: Key) -> Bool {
+        let hash = key.hashValue
         let now: Double? = readsClockBeforeLocking ? currentTime() : nil
         lock.lock()
-        let removed = state.remove(key)
+        let removed = state.remove(key, hash: hash)
         lock.unlock()
         guard let removed else { return false }
         return removed.expiration == .infinity || removed.expiration > (now ?? currentTime())
@@ -333,10 +336,11 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
 
     @inlinable
     func read(_ key: Key) -> (value: Value, cost: Int, expiration: Double)? {
+        let hash = key.hashValue
         var now: Double? = readsClockBeforeLocking ? currentTime() : nil
         while true {
             lock.lock()
-            let result = state.read(key, now: now)
+            let result = state.read(key, hash: hash, now: now)
             lock.unlock()
             switch result {
             case .hit(let value, let cost, let expiration):
