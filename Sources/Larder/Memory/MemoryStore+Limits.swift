@@ -47,6 +47,10 @@ extension MemoryStore {
             count = 0
             cost = 0
             bucketCounts = Array(repeating: 0, count: bucketCount)
+            // Never the shared empty-array singleton, which is never uniquely referenced: the
+            // optimizer hoists a uniqueness check of this array out of the eviction loops, and
+            // on the singleton that check reallocates on every evicting write.
+            bucketCounts.reserveCapacity(1)
         }
 
         @inlinable @inline(__always)
