@@ -146,14 +146,19 @@ extension MemoryStore {
                 graveyard.bury(old)
                 policy.didUpdate(slot, from: oldBucket, to: bucket, cost: cost)
             } else {
-                let entry = Slot(key: key, hash: hash, value: value, cost: cost, expiration: expiration, bucket: bucket)
                 if freeCount == 0 {
                     slot = slots.count
-                    slots.append(entry)
+                    slots.append(Slot(key: key, hash: hash, value: value, cost: cost, expiration: expiration, bucket: bucket))
                 } else {
                     freeCount &-= 1
                     slot = freeSlots[freeCount]
-                    slots[slot] = entry
+                    // A free slot holds `nil`, which owns nothing: initialize over it in place
+                    // rather than assign (a copy of the new entry, then value-witness destroys
+                    // of both the temporary and the old `nil`).
+                    slots.withUnsafeMutableBufferPointer { slots in
+                        (slots.baseAddress.unsafelyUnwrapped + slot).initialize(
+                            to: Slot(key: key, hash: hash, value: value, cost: cost, expiration: expiration, bucket: bucket))
+                    }
                 }
                 index.insert(slot: slot, hash: hash, at: ~probe)
                 policy.didInsert(slot, bucket: bucket, cost: cost, keyHash: hash)
@@ -249,7 +254,12 @@ extension MemoryStore {
         /// key in its ghost queue); `false` for removals, refusals and expiry.
         @inlinable @inline(__always)
         mutating func removeSlot(_ slot: Int, isEviction: Bool = false) -> Slot {
-            let entry = slots[slot].take().unsafelyUnwrapped
+            let entry = slots.withUnsafeMutableBufferPointer { slots in
+                let address = slots.baseAddress.unsafelyUnwrapped + slot
+                let entry = address.move().unsafelyUnwrapped
+                address.initialize(to: nil)
+                return entry
+            }
             index.remove(slot: slot, hash: entry.hash)
             policy.didRemove(slot, bucket: entry.bucket, isEviction: isEviction)
             usage.subtract(cost: entry.cost, bucket: entry.bucket)
