@@ -71,6 +71,9 @@ extension MemoryStore.State {
             problems.append("free slots \(free) disagree with the \(slots.count - live.count) empty ones")
         }
         problems += index.invariantViolations()
+        var expiring: [Int: Double] = [:]
+        for slot in live where slots[slot]!.expiration != .infinity { expiring[slot] = slots[slot]!.expiration }
+        problems += expiry.invariantViolations(expiring: expiring)
         for bucket in limits.bucketMaxCosts.indices {
             let members = live.filter { slots[$0]!.bucket == bucket }
             if usage.bucketCounts[bucket] != members.count {

@@ -54,6 +54,8 @@ extension MemoryStore {
         /// freeing and reusing a slot on every evicting write never reallocates).
         @usableFromInline var freeSlots: ContiguousArray<Int> = []
         @usableFromInline var freeCount = 0
+        /// The entries that can expire, earliest first, so that overflow drops them first.
+        @usableFromInline var expiry = ExpiryHeap()
         @usableFromInline var policy: PolicyBookkeeping
         @usableFromInline var usage: Usage
         @usableFromInline var statistics = Statistics()
@@ -106,13 +108,18 @@ extension MemoryStore {
 
         // MARK: Writes
 
-        /// Stores an entry, evicting as the limits require. `now` is set whenever
-        /// `expiration` is finite.
+        /// Stores an entry, evicting as the limits require: when the write takes a total over
+        /// its limit, every expired entry goes first, then the policy's victims until each
+        /// total that was over its limit is at or below its target.
+        ///
+        /// `now` is set whenever `expiration` is finite. Returns whether the entry was stored,
+        /// or `nil`, having changed nothing, when the write may overflow while entries that can
+        /// expire are held and `now` is `nil`: the caller reads the clock and calls again.
         @inlinable
         mutating func insert(
             _ value: Value, forKey key: Key, hash: Int, cost: Int, expiration: Double, now: Double?,
             into graveyard: inout Graveyard
-        ) -> Bool {
+        ) -> Bool? {
             guard
                 limits.countLimit > 0,
                 cost <= limits.entryCostLimit,
@@ -123,6 +130,7 @@ extension MemoryStore {
                 if let existing = slot(of: key, hash: hash) { graveyard.bury(removeSlot(existing).value) }
                 return false
             }
+            if now == nil, !expiry.isEmpty, mayOverflow(cost: cost, bucket: bucket) { return nil }
             statistics.writes += 1
 
             // Keep the total representable: only reachable with costs near `Int.max`.
@@ -137,6 +145,7 @@ extension MemoryStore {
             if probe >= 0 {
                 slot = probe
                 let oldBucket = slots[slot].unsafelyUnwrapped.bucket
+                let oldExpiration = slots[slot].unsafelyUnwrapped.expiration
                 usage.subtract(cost: slots[slot].unsafelyUnwrapped.cost, bucket: oldBucket)
                 let old = slots[slot].unsafelyUnwrapped.value
                 slots[slot]!.value = value
@@ -144,6 +153,15 @@ extension MemoryStore {
                 slots[slot]!.expiration = expiration
                 slots[slot]!.bucket = bucket
                 graveyard.bury(old)
+                if oldExpiration != expiration {
+                    if oldExpiration == .infinity {
+                        expiry.insert(slot, expiration: expiration)
+                    } else if expiration == .infinity {
+                        expiry.remove(slot)
+                    } else {
+                        expiry.update(slot, expiration: expiration)
+                    }
+                }
                 policy.didUpdate(slot, from: oldBucket, to: bucket, cost: cost)
             } else {
                 if freeCount == 0 {
@@ -161,31 +179,48 @@ extension MemoryStore {
                     }
                 }
                 index.insert(slot: slot, hash: hash, at: ~probe)
+                if expiration != .infinity { expiry.insert(slot, expiration: expiration) }
                 policy.didInsert(slot, bucket: bucket, cost: cost, keyHash: hash)
             }
             usage.add(cost: cost, bucket: bucket)
 
             // Only the new entry's bucket and the store-wide totals can have grown.
-            if let bucket, usage.bucketCounts[bucket] > limits.bucketCountLimits[bucket] {
-                let target = limits.bucketCountTargets[bucket]
-                while usage.bucketCounts[bucket] > target,
-                      let victim = policy.victim(inBucket: bucket), victim != slot {
-                    evict(victim, reason: .bucket, into: &graveyard)
+            let bucketIsOver = bucket.map { usage.bucketCounts[$0] > limits.bucketCountLimits[$0] } ?? false
+            let countIsOver = usage.count > limits.countLimit
+            let costIsOver = usage.cost > limits.costLimit
+            if bucketIsOver || countIsOver || costIsOver {
+                // The written entry has not expired, so this never drops it; `now` is set
+                // whenever `expiry` holds anything (checked above).
+                if let now { removeExpired(now: now, into: &graveyard) }
+                if bucketIsOver, let bucket {
+                    let target = limits.bucketCountTargets[bucket]
+                    while usage.bucketCounts[bucket] > target,
+                          let victim = policy.victim(inBucket: bucket), victim != slot {
+                        evict(victim, reason: .bucket, into: &graveyard)
+                    }
                 }
-            }
-            if usage.count > limits.countLimit {
-                while usage.count > limits.countTarget, let victim = policy.victim(), victim != slot {
-                    evict(victim, reason: .count, into: &graveyard)
+                if countIsOver {
+                    while usage.count > limits.countTarget, let victim = policy.victim(), victim != slot {
+                        evict(victim, reason: .count, into: &graveyard)
+                    }
                 }
-            }
-            if usage.cost > limits.costLimit {
-                while usage.cost > limits.costTarget, let victim = policy.victim(), victim != slot {
-                    evict(victim, reason: .cost, into: &graveyard)
+                if costIsOver {
+                    while usage.cost > limits.costTarget, let victim = policy.victim(), victim != slot {
+                        evict(victim, reason: .cost, into: &graveyard)
+                    }
                 }
             }
             // S3-FIFO places the written entry only now, so that its own write cannot evict it.
             policy.didFinishWrite(slot)
             return true
+        }
+
+        /// Whether a write of `cost` into `bucket` could take a total over its limit.
+        @inlinable
+        func mayOverflow(cost: Int, bucket: Int?) -> Bool {
+            if usage.count >= limits.countLimit || usage.cost > limits.costLimit - cost { return true }
+            guard let bucket else { return false }
+            return usage.bucketCounts[bucket] >= limits.bucketCountLimits[bucket]
         }
 
         /// The slot holding `key`, whose hash is `hash`.
@@ -201,23 +236,33 @@ extension MemoryStore {
             return removeSlot(slot)
         }
 
+        /// Removes every entry expired at `now`, earliest first; returns how many.
+        ///
+        /// - Complexity: O(k log n) for k expired entries of n that can expire.
+        @discardableResult @usableFromInline
         mutating func removeExpired(now: Double, into graveyard: inout Graveyard) -> Int {
             var removed = 0
-            for slot in slots.indices {
-                guard let expiration = slots[slot]?.expiration, expiration <= now else { continue }
-                evict(slot, reason: .expiry, into: &graveyard)
+            while let earliest = expiry.earliest, earliest.expiration <= now {
+                evict(earliest.slot, reason: .expiry, into: &graveyard)
                 removed += 1
             }
             return removed
         }
 
-        mutating func trim(toCount count: Int, into graveyard: inout Graveyard) {
+        /// Expired entries first, then the policy's victims, until at most `count` remain.
+        mutating func trim(toCount count: Int, now: Double, into graveyard: inout Graveyard) {
+            guard usage.count > count else { return }
+            removeExpired(now: now, into: &graveyard)
             while usage.count > count, let victim = policy.victim() {
                 evict(victim, reason: .count, into: &graveyard)
             }
         }
 
-        mutating func trim(toCost cost: Int, into graveyard: inout Graveyard) {
+        /// Expired entries first, then the policy's victims, until the total cost is at most
+        /// `cost`.
+        mutating func trim(toCost cost: Int, now: Double, into graveyard: inout Graveyard) {
+            guard usage.cost > cost else { return }
+            removeExpired(now: now, into: &graveyard)
             while usage.cost > cost, let victim = policy.victim() {
                 evict(victim, reason: .cost, into: &graveyard)
             }
@@ -230,6 +275,7 @@ extension MemoryStore {
             slots = []
             freeSlots = []
             freeCount = 0
+            expiry.removeAll()
             policy.removeAll()
             usage = Usage(bucketCount: limits.bucketMaxCosts.count)
             return old
@@ -261,6 +307,7 @@ extension MemoryStore {
                 return entry
             }
             index.remove(slot: slot, hash: entry.hash)
+            if entry.expiration != .infinity { expiry.remove(slot) }
             policy.didRemove(slot, bucket: entry.bucket, isEviction: isEviction)
             usage.subtract(cost: entry.cost, bucket: entry.bucket)
             if freeCount < freeSlots.count {

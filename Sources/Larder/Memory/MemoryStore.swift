@@ -184,9 +184,10 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     /// The write is refused, and any older value for `key` removed, when the entry costs more
     /// than ``Configuration/entryCostLimit`` or ``Configuration/costLimit``, fits no size bucket,
     /// has already expired, or ``Configuration/countLimit`` is `0`. Otherwise, if a total now
-    /// exceeds its limit, the policy's victims (least recently used entries under LRU) are
-    /// evicted until it is at or below
-    /// `(1 - overflowTrimRatio) × limit`; the new entry itself is never evicted by its own write.
+    /// exceeds its limit, every expired entry is removed first, as on disk; then the policy's
+    /// victims (least recently used entries under LRU) are evicted until each total that
+    /// exceeded its limit is at or below `(1 - overflowTrimRatio) × limit`. The new entry itself
+    /// is never evicted by its own write.
     ///
     /// - Parameters:
     ///   - value: The value to store.
@@ -196,7 +197,8 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     ///   - expiry: When the entry stops being returned. Defaults to
     ///     ``Configuration/defaultExpiry``. `.seconds(_:)` must be finite.
     /// - Returns: `true` when the value was stored, `false` when the write was refused.
-    /// - Complexity: O(1) per entry written or evicted.
+    /// - Complexity: O(1) per entry written or evicted; O(log k) more per write, removal or
+    ///   expired entry among k entries that can expire (those that never expire cost nothing).
     @inlinable @discardableResult
     public func setValue(_ value: Value, forKey key: Key, cost: Int? = nil, expiry: Expiry? = nil) -> Bool {
         let cost = cost ?? measure?(value) ?? 1
@@ -218,8 +220,15 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
             now = currentTime()
         }
         let hash = key.hashValue
-        return withStateReleasingRemoved { state, graveyard in
-            state.insert(value, forKey: key, hash: hash, cost: cost, expiration: expiration, now: now, into: &graveyard)
+        var time = now
+        while true {
+            let stored = withStateReleasingRemoved { state, graveyard in
+                state.insert(value, forKey: key, hash: hash, cost: cost, expiration: expiration, now: time, into: &graveyard)
+            }
+            if let stored { return stored }
+            // The write may overflow and entries that can expire are held, so expired ones go
+            // first: read the clock (user code) outside the lock, then write again.
+            time = currentTime()
         }
     }
 
@@ -256,31 +265,37 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     /// finds them, and count towards ``totalCount`` and ``totalCost`` until then.
     ///
     /// - Returns: The number of entries removed.
-    /// - Complexity: O(n) in the number of entries.
+    /// - Complexity: O(r log k) for r expired entries among k that can expire.
     @discardableResult
     public func removeExpired() -> Int {
         let now = currentTime()
         return withStateReleasingRemoved { state, graveyard in state.removeExpired(now: now, into: &graveyard) }
     }
 
-    /// Evicts least recently used entries (under S3-FIFO, the policy's victims) until at most
-    /// `count` remain.
+    /// Removes expired entries, then evicts least recently used entries (under S3-FIFO, the
+    /// policy's victims) until at most `count` remain.
     ///
-    /// - Parameter count: The number of entries to keep; must not be negative.
-    /// - Complexity: O(k) for k evicted entries.
+    /// Does nothing when at most `count` entries are held; otherwise removes every expired
+    /// entry first, as an overflowing write does.
+    ///
+    /// - Parameter count: The number of entries to keep; a negative count means `0`.
+    /// - Complexity: O(k) for k evicted entries, plus O(log n) per expired one.
     public func trim(toCount count: Int) {
-        precondition(count >= 0, "MemoryStore: trim(toCount:) needs a non-negative count (got \(count))")
-        withStateReleasingRemoved { state, graveyard in state.trim(toCount: count, into: &graveyard) }
+        let count = Swift.max(0, count), now = currentTime()
+        withStateReleasingRemoved { state, graveyard in state.trim(toCount: count, now: now, into: &graveyard) }
     }
 
-    /// Evicts least recently used entries (under S3-FIFO, the policy's victims) until the total
-    /// cost is at most `cost`.
+    /// Removes expired entries, then evicts least recently used entries (under S3-FIFO, the
+    /// policy's victims) until the total cost is at most `cost`.
     ///
-    /// - Parameter cost: The total cost to keep; must not be negative.
-    /// - Complexity: O(k) for k evicted entries.
+    /// Does nothing when the total is at most `cost`; otherwise removes every expired entry
+    /// first, as an overflowing write does.
+    ///
+    /// - Parameter cost: The total cost to keep; a negative cost means `0`.
+    /// - Complexity: O(k) for k evicted entries, plus O(log n) per expired one.
     public func trim(toCost cost: Int) {
-        precondition(cost >= 0, "MemoryStore: trim(toCost:) needs a non-negative cost (got \(cost))")
-        withStateReleasingRemoved { state, graveyard in state.trim(toCost: cost, into: &graveyard) }
+        let cost = Swift.max(0, cost), now = currentTime()
+        withStateReleasingRemoved { state, graveyard in state.trim(toCost: cost, now: now, into: &graveyard) }
     }
 
     /// Runs `body` on the state under the lock; the values it removes or replaces go into the
