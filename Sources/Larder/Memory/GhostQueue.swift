@@ -42,6 +42,9 @@ struct GhostQueue {
     mutating func remove(_ hash: Int) -> Bool {
         guard let index = live.find(hash) else { return false }
         live.remove(at: index)
+        // Its ring entry is now stale: keep the ring within twice the live entries here too,
+        // or a run of ghost hits without evictions would leave it over that bound.
+        if ringCount > 2 * live.count + 32 { compact() }
         return true
     }
 
