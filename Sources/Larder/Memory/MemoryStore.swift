@@ -6,6 +6,9 @@ public import Foundation
 /// size-bucket limits, with an optional expiry per entry. Every lookup, write and removal is
 /// O(1): a hash table maps each key to a slot in an array-backed doubly-linked recency list
 /// (or, under ``EvictionPolicy/s3fifo``, in S3-FIFO's queues; see ``Configuration/policy``).
+/// Entries that can expire are also kept in a heap by expiration (O(log k) for k of them), so
+/// that a write which overflows a limit removes the expired entries first, as ``DiskStore``
+/// does.
 /// All state sits behind one `NSLock`; the lock is held only for that bookkeeping, never while
 /// hashing the key, measuring a value's cost, reading the clock, or releasing evicted values.
 ///
