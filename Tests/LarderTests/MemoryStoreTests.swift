@@ -886,11 +886,11 @@ struct MemoryStoreTests {
             case 96:
                 let count = Int.random(in: 0...30, using: &random)
                 store.trim(toCount: count)
-                model.trim(toCount: count)
+                model.trim(toCount: count, now: time)
             case 97:
                 let cost = Int.random(in: 0...500, using: &random)
                 store.trim(toCost: cost)
-                model.trim(toCost: cost)
+                model.trim(toCost: cost, now: time)
             case 98 where Int.random(in: 0..<20, using: &random) == 0:
                 store.removeAll()
                 model.removeAll()

@@ -96,17 +96,8 @@ func runMemoryPeerCases(_ workload: MemoryWorkload) {
     // (capacity kept) every `capacity` inserts; NSCache evicts by its own count limit.
     do {
         let dictionary = LockedDictionary(capacity: capacity)
-        let keys = workload.keys
         let seconds = measure {
-            var i = 0
-            while i < n {
-                let end = min(n, i + capacity)
-                while i < end {
-                    dictionary.setValue(workload.box, forKey: keys[i % keys.count])
-                    i += 1
-                }
-                dictionary.removeAll()
-            }
+            insertInRounds(workload, insert: { dictionary.setValue(workload.box, forKey: $0) }, empty: dictionary.removeAll)
         }
         report("memory.insert-evict", "dict+nslock", ops: n, seconds: seconds)
     }
@@ -118,5 +109,21 @@ func runMemoryPeerCases(_ workload: MemoryWorkload) {
             for i in 0..<n { cache.setObject(workload.box, forKey: keys[i % keys.count]) }
         }
         report("memory.insert-evict", "nscache", ops: n, seconds: seconds)
+    }
+}
+
+/// `workload.operations` inserts of new keys, emptying the container every `capacity` inserts:
+/// the plain-insert workload for containers without a count limit.
+@inline(__always)
+func insertInRounds(_ workload: MemoryWorkload, insert: (String) -> Void, empty: () -> Void) {
+    let n = workload.operations, keys = workload.keys
+    var i = 0
+    while i < n {
+        let end = min(n, i + workload.capacity)
+        while i < end {
+            insert(keys[i % keys.count])
+            i += 1
+        }
+        empty()
     }
 }

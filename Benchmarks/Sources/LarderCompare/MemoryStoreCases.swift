@@ -33,6 +33,16 @@ func runMemoryStoreCases(_ workload: MemoryWorkload) throws {
         report("memory.insert-evict", "larder", ops: n, seconds: seconds)
     }
 
+    // Plain inserts: new keys into a store without a count limit, emptied (outside the
+    // measurement's hot loop, as the dictionary peer is) every `capacity` inserts.
+    do {
+        let store = try MemoryStore<String, Box>(configuration: .init())
+        let seconds = measure {
+            insertInRounds(workload, insert: { store.setValue(workload.box, forKey: $0) }, empty: store.removeAll)
+        }
+        report("memory.insert", "larder", ops: n, seconds: seconds)
+    }
+
     // The same through `Storage<String, Box>` without a disk tier.
     do {
         let storage = try Storage<String, Box>(

@@ -118,6 +118,17 @@ struct LRUList {
         heads[list] = slot
     }
 
+    /// The slots of `list` from front to back (for diagnostics and tests; O(n)).
+    func slots(in list: Int) -> [Int] {
+        var result: [Int] = []
+        var current = first(in: list)
+        while let slot = current {
+            result.append(slot)
+            current = self.slot(after: slot)
+        }
+        return result
+    }
+
     /// Empties every list, keeping the allocated storage.
     @inlinable
     mutating func removeAll() {
@@ -126,99 +137,5 @@ struct LRUList {
             heads[list] = Self.none
             tails[list] = Self.none
         }
-    }
-}
-
-/// The bookkeeping of the least-recently-used eviction policy.
-///
-/// The store splits eviction into two parts so that a second policy (S3-FIFO, issue #9) can
-/// reuse the first: the *limits accounting* (``MemoryStore``'s totals and per-bucket counts)
-/// decides **whether** and **in which scope** (the whole store or one size bucket) an entry must
-/// go, and the *policy* answers **which** entry that is. A policy only sees slot indices and
-/// bucket indices; it never sees keys, values or costs.
-///
-/// This LRU policy keeps one recency list over all slots plus one list per size bucket, so both
-/// "least recently used overall" and "least recently used in bucket `b`" are O(1).
-@usableFromInline
-struct LRUPolicy {
-    @usableFromInline var all = LRUList(listCount: 1)
-    @usableFromInline var byBucket: LRUList
-
-    /// Creates the bookkeeping for a store with `bucketCount` size buckets (0 for none).
-    @inlinable
-    init(bucketCount: Int) {
-        byBucket = LRUList(listCount: bucketCount)
-    }
-
-    /// Records a new entry in `slot`, belonging to `bucket` (or `nil`).
-    @inlinable @inline(__always)
-    mutating func didInsert(_ slot: Int, bucket: Int?) {
-        all.pushFront(slot, in: 0)
-        if let bucket { byBucket.pushFront(slot, in: bucket) }
-    }
-
-    /// Records a read of, or a new value in, the entry in `slot`.
-    @inlinable @inline(__always)
-    mutating func didAccess(_ slot: Int, bucket: Int?) {
-        all.moveToFront(slot, in: 0)
-        if let bucket { byBucket.moveToFront(slot, in: bucket) }
-    }
-
-    /// Records that the entry in `slot` moved from bucket `old` to bucket `new`, and was used.
-    @inlinable
-    mutating func didChangeBucket(_ slot: Int, from old: Int?, to new: Int?) {
-        all.moveToFront(slot, in: 0)
-        if let old { byBucket.remove(slot, from: old) }
-        if let new { byBucket.pushFront(slot, in: new) }
-    }
-
-    /// Records that the entry in `slot`, of `bucket`, is gone.
-    @inlinable @inline(__always)
-    mutating func didRemove(_ slot: Int, bucket: Int?) {
-        all.remove(slot, from: 0)
-        if let bucket { byBucket.remove(slot, from: bucket) }
-    }
-
-    /// The entry to evict when a store-wide limit is exceeded.
-    @inlinable
-    func victim() -> Int? {
-        all.last(in: 0)
-    }
-
-    /// The entry to evict when `bucket` holds too many entries.
-    @inlinable
-    func victim(inBucket bucket: Int) -> Int? {
-        byBucket.last(in: bucket)
-    }
-
-    /// The slots from most to least recently used (for diagnostics and tests; O(n)).
-    @inlinable
-    func slotsByRecency() -> [Int] {
-        var result: [Int] = []
-        var current = all.first(in: 0)
-        while let slot = current {
-            result.append(slot)
-            current = all.slot(after: slot)
-        }
-        return result
-    }
-
-    /// The slots of `bucket` from most to least recently used (for tests; O(n)).
-    @inlinable
-    func slotsByRecency(inBucket bucket: Int) -> [Int] {
-        var result: [Int] = []
-        var current = byBucket.first(in: bucket)
-        while let slot = current {
-            result.append(slot)
-            current = byBucket.slot(after: slot)
-        }
-        return result
-    }
-
-    /// Forgets every entry.
-    @inlinable
-    mutating func removeAll() {
-        all.removeAll()
-        byBucket.removeAll()
     }
 }

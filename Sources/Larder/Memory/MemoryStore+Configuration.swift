@@ -64,9 +64,10 @@ extension MemoryStore {
         /// The share of a limit to free at once when that limit is exceeded.
         ///
         /// When a write pushes a total over its limit (``countLimit``, ``costLimit`` or a
-        /// bucket's `countLimit`), the store evicts the ``policy``'s victims (least recently used
-        /// entries under LRU) until that total
-        /// is at or below `(1 - overflowTrimRatio) × limit`, rounded down. `0` evicts just
+        /// bucket's `countLimit`), the store first removes every expired entry, then evicts the
+        /// ``policy``'s victims (least recently used entries under LRU) until that total is at
+        /// or below `(1 - overflowTrimRatio) × limit`, rounded down (the same rule, and the same
+        /// target, as ``DiskStore``'s). `0` evicts just
         /// enough to fit; `0.2` frees a fifth of the limit, so the next writes don't evict
         /// again. The entry being written is never evicted by its own write. Must be in
         /// `0..<1`. Defaults to `0`.

@@ -28,7 +28,7 @@
 ///   entry moves to main at most once per insertion, and every reinsertion in main spends one
 ///   unit of a counter that only a hit can add.
 @usableFromInline
-struct S3FIFOPolicy {
+struct S3FIFOPolicy: MemoryPolicy {
     /// The queue a slot is in.
     @usableFromInline
     enum Queue: UInt8 {
@@ -120,7 +120,7 @@ struct S3FIFOPolicy {
     /// Records a new value in `slot`: counts as a hit, and the entry leaves its queue until
     /// ``didFinishWrite(_:)`` puts it back at the front, so this write cannot evict it.
     @inlinable
-    mutating func didUpdate(_ slot: Int, bucket: Int?, cost: Int) {
+    mutating func didUpdate(_ slot: Int, from oldBucket: Int?, to bucket: Int?, cost: Int) {
         let old = meta[slot]
         unlink(slot, old)
         meta[slot].queue = old.queue == .main ? .pendingMain : .pendingSmall
@@ -149,7 +149,7 @@ struct S3FIFOPolicy {
 
     /// Records a read of the entry in `slot`: bumps its counter and moves nothing.
     @inlinable @inline(__always)
-    mutating func didAccess(_ slot: Int) {
+    mutating func didAccess(_ slot: Int, bucket: Int?) {
         meta.withUnsafeMutableBufferPointer { meta in
             let frequency = meta[slot].frequency
             if frequency < Self.maxFrequency { meta[slot].frequency = frequency &+ 1 }
@@ -159,7 +159,7 @@ struct S3FIFOPolicy {
     /// Records that the entry in `slot` is gone; an eviction from the small queue leaves its
     /// key in the ghost queue.
     @inlinable
-    mutating func didRemove(_ slot: Int, isEviction: Bool) {
+    mutating func didRemove(_ slot: Int, bucket: Int?, isEviction: Bool) {
         let entry = meta[slot]
         unlink(slot, entry)
         meta[slot].queue = .none
@@ -302,14 +302,12 @@ struct S3FIFOPolicy {
     /// The slots of a list from newest to oldest (O(n)).
     func slots(inList list: Int, bucket: Int? = nil) -> [Int] {
         let lists = bucket == nil ? queues : bucketQueues
-        let index = bucket.map { 2 * $0 + list } ?? list
-        var result: [Int] = []
-        var current = lists.first(in: index)
-        while let slot = current {
-            result.append(slot)
-            current = lists.slot(after: slot)
-        }
-        return result
+        return lists.slots(in: bucket.map { 2 * $0 + list } ?? list)
+    }
+
+    /// The small queue, then the main queue, each from newest to oldest (O(n)).
+    func slotsInOrder() -> [Int] {
+        slots(inList: Self.smallList) + slots(inList: Self.mainList)
     }
 
     /// Descriptions of broken invariants, given the live slots and their buckets.
@@ -343,213 +341,5 @@ struct S3FIFOPolicy {
         }
         problems += ghost.invariantViolations(limit: Swift.max(mainCountCapacity, 0))
         return problems
-    }
-}
-
-/// The keys recently evicted from S3-FIFO's small queue, by hash, in FIFO order.
-///
-/// A ring buffer of `(hash, stamp)` in eviction order, plus ``GhostTable``, which maps each
-/// live hash to the stamp of its ring entry. Removing a key (a ghost hit) only deletes its
-/// table entry and leaves a stale ring entry behind (its stamp no longer matches); stale
-/// entries are dropped when they reach the head, and the ring is compacted when they make up
-/// most of it. So every operation is amortized O(1), the ring never holds much more than twice
-/// the live entries, and the bound counts live entries only, as libCacheSim's ghost FIFO does.
-///
-/// A hash collision between two keys can at worst make one key look like a ghost hit (it then
-/// enters the main queue directly); with 64-bit hashes this does not happen in practice.
-@usableFromInline
-struct GhostQueue {
-    @usableFromInline
-    struct Entry {
-        @usableFromInline var hash: Int
-        /// The order of insertion; negative marks an empty ``GhostTable`` bucket.
-        @usableFromInline var stamp: Int
-
-        @inlinable
-        init(hash: Int, stamp: Int) {
-            self.hash = hash
-            self.stamp = stamp
-        }
-    }
-
-    /// Power-of-two storage; `head` is the oldest entry, `ringCount` entries follow it.
-    @usableFromInline var ring: ContiguousArray<Entry> = []
-    @usableFromInline var head = 0
-    @usableFromInline var ringCount = 0
-    @usableFromInline var live = GhostTable()
-    @usableFromInline var nextStamp = 0
-
-    @inlinable
-    init() {}
-
-    @inlinable var isEmpty: Bool { live.count == 0 }
-    @inlinable var count: Int { live.count }
-
-    /// Removes `hash` if it is a live ghost; returns whether it was.
-    @inlinable
-    mutating func remove(_ hash: Int) -> Bool {
-        guard let index = live.find(hash) else { return false }
-        live.remove(at: index)
-        return true
-    }
-
-    /// Appends `hash`, then drops the oldest entries until at most `limit` remain.
-    @inlinable
-    mutating func add(_ hash: Int, limit: Int) {
-        guard limit > 0 else { return }
-        let entry = Entry(hash: hash, stamp: nextStamp)
-        nextStamp &+= 1
-        live.upsert(entry)  // on a hash collision the older ring entry becomes stale
-        push(entry)
-        while live.count > limit {
-            let oldest = popFirst()
-            // Only the live entry for a hash carries its stamp; a stale one is just dropped.
-            if let index = live.find(oldest.hash), live.entries[index].stamp == oldest.stamp {
-                live.remove(at: index)
-            }
-        }
-        if ringCount > 2 * live.count + 32 { compact() }
-    }
-
-    @inlinable
-    func isStale(_ entry: Entry) -> Bool {
-        guard let index = live.find(entry.hash) else { return true }
-        return live.entries[index].stamp != entry.stamp
-    }
-
-    @inlinable
-    mutating func push(_ entry: Entry) {
-        if ringCount == ring.count { relay(capacity: Swift.max(16, 2 * ring.count), keepingStale: true) }
-        let position = (head &+ ringCount) & (ring.count &- 1)
-        ring.withUnsafeMutableBufferPointer { $0[position] = entry }
-        ringCount += 1
-    }
-
-    @inlinable
-    mutating func popFirst() -> Entry {
-        let entry = ring.withUnsafeBufferPointer { $0[head] }
-        head = (head &+ 1) & (ring.count &- 1)
-        ringCount -= 1
-        return entry
-    }
-
-    /// Re-lays the ring in order into `capacity` (a power of two) slots.
-    @usableFromInline
-    mutating func relay(capacity: Int, keepingStale: Bool) {
-        var fresh = ContiguousArray(repeating: Entry(hash: 0, stamp: 0), count: capacity)
-        var kept = 0
-        for offset in 0..<ringCount {
-            let entry = ring[(head + offset) & (ring.count - 1)]
-            if keepingStale || !isStale(entry) {
-                fresh[kept] = entry
-                kept += 1
-            }
-        }
-        ring = fresh
-        head = 0
-        ringCount = kept
-    }
-
-    /// Drops every stale entry, shrinking the storage to fit twice the live entries.
-    @usableFromInline
-    mutating func compact() {
-        var capacity = 16
-        while capacity < 2 * live.count { capacity *= 2 }
-        relay(capacity: capacity, keepingStale: false)
-    }
-
-    /// The live hashes from oldest to newest (for tests; O(n)).
-    func hashesInOrder() -> [Int] {
-        (0..<ringCount).map { ring[(head + $0) & (ring.count - 1)] }.filter { !isStale($0) }.map(\.hash)
-    }
-
-    func invariantViolations(limit: Int) -> [String] {
-        var problems: [String] = []
-        let order = hashesInOrder()
-        if order.count != live.count || Set(order).count != order.count {
-            problems.append("ghost ring holds \(order.count) live entries, table \(live.count)")
-        }
-        if live.count > limit { problems.append("ghost holds \(live.count) > \(limit) keys") }
-        if ringCount > 2 * live.count + 32 { problems.append("ghost ring \(ringCount) not compacted (\(live.count) live)") }
-        return problems
-    }
-}
-
-/// A set of ghost hashes with their stamps: open addressing with linear probing, indexed
-/// directly by the hash bits (a key's `hashValue` is already well mixed, so hashing it again
-/// as a `Dictionary` key would only cost time). Deletion shifts the following entries back,
-/// so there are no tombstones. The load factor stays at or below one half.
-@usableFromInline
-struct GhostTable {
-    @usableFromInline var entries: ContiguousArray<GhostQueue.Entry> = []
-    @usableFromInline var count = 0
-
-    @inlinable
-    init() {}
-
-    @inlinable static var empty: GhostQueue.Entry { GhostQueue.Entry(hash: 0, stamp: -1) }
-
-    /// The bucket holding `hash`, if any.
-    @inlinable
-    func find(_ hash: Int) -> Int? {
-        guard count > 0 else { return nil }
-        return entries.withUnsafeBufferPointer { entries in
-            let mask = entries.count &- 1
-            var index = hash & mask
-            while true {
-                let entry = entries[index]
-                if entry.stamp < 0 { return nil }
-                if entry.hash == hash { return index }
-                index = (index &+ 1) & mask
-            }
-        }
-    }
-
-    /// Inserts `entry`, or replaces the entry with its hash.
-    @inlinable
-    mutating func upsert(_ entry: GhostQueue.Entry) {
-        if 2 * (count + 1) > entries.count { grow() }
-        let added: Bool = entries.withUnsafeMutableBufferPointer { entries in
-            let mask = entries.count &- 1
-            var index = entry.hash & mask
-            while true {
-                let existing = entries[index]
-                if existing.stamp < 0 || existing.hash == entry.hash {
-                    entries[index] = entry
-                    return existing.stamp < 0
-                }
-                index = (index &+ 1) & mask
-            }
-        }
-        if added { count += 1 }
-    }
-
-    /// Empties the bucket at `index`, moving back later entries of the same probe run.
-    @inlinable
-    mutating func remove(at index: Int) {
-        entries.withUnsafeMutableBufferPointer { entries in
-            let mask = entries.count &- 1
-            var hole = index
-            var next = (hole &+ 1) & mask
-            while entries[next].stamp >= 0 {
-                let home = entries[next].hash & mask
-                // The entry at `next` may fill the hole if its probe run passes through the hole.
-                if (next &- home) & mask >= (next &- hole) & mask {
-                    entries[hole] = entries[next]
-                    hole = next
-                }
-                next = (next &+ 1) & mask
-            }
-            entries[hole] = Self.empty
-        }
-        count -= 1
-    }
-
-    @usableFromInline
-    mutating func grow() {
-        let old = entries
-        entries = ContiguousArray(repeating: Self.empty, count: Swift.max(16, 2 * old.count))
-        count = 0
-        for entry in old where entry.stamp >= 0 { upsert(entry) }
     }
 }

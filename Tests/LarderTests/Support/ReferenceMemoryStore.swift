@@ -109,24 +109,29 @@ struct ReferenceMemoryStore<Key: Hashable & Sendable, Value>: MemoryStoreModel {
         statistics.writes += 1
         items.insert(Item(key: key, value: value, cost: cost, expiration: expiration, bucket: bucket), at: 0)
 
-        if let bucket {
-            let inBucket = { (items: [Item]) in items.filter { $0.bucket == bucket }.count }
-            if inBucket(items) > buckets[bucket].countLimit {
-                while inBucket(items) > target(buckets[bucket].countLimit) {
-                    let last = items.lastIndex { $0.bucket == bucket }!
-                    if last == 0 { break }
-                    items.remove(at: last)
-                    statistics.bucketEvictions += 1
-                }
+        // Every limit the write takes over is noted first; then expired entries go, then least
+        // recently used ones until each noted total is at or below its target.
+        let inBucket = { (items: [Item], bucket: Int) in items.filter { $0.bucket == bucket }.count }
+        let bucketIsOver = bucket.map { inBucket(items, $0) > buckets[$0].countLimit } ?? false
+        let countIsOver = items.count > countLimit
+        let costIsOver = totalCost > costLimit
+        guard bucketIsOver || countIsOver || costIsOver else { return true }
+        dropExpired(now: now)
+        if bucketIsOver, let bucket {
+            while inBucket(items, bucket) > target(buckets[bucket].countLimit) {
+                let last = items.lastIndex { $0.bucket == bucket }!
+                if last == 0 { break }
+                items.remove(at: last)
+                statistics.bucketEvictions += 1
             }
         }
-        if items.count > countLimit {
+        if countIsOver {
             while items.count > target(countLimit), items.count > 1 {
                 items.removeLast()
                 statistics.countEvictions += 1
             }
         }
-        if totalCost > costLimit {
+        if costIsOver {
             while totalCost > target(costLimit), items.count > 1 {
                 items.removeLast()
                 statistics.costEvictions += 1
@@ -142,20 +147,33 @@ struct ReferenceMemoryStore<Key: Hashable & Sendable, Value>: MemoryStoreModel {
     }
 
     mutating func removeExpired(now: Double) -> Int {
+        dropExpired(now: now)
+    }
+
+    /// Removes every expired item, counting them as expirations.
+    @discardableResult
+    private mutating func dropExpired(now: Double) -> Int {
         let before = items.count
         items = items.filter { $0.expiration > now }
         statistics.expirations += before - items.count
         return before - items.count
     }
 
-    mutating func trim(toCount count: Int) {
+    /// As the store: nothing when within `count`, else expired items first, then the oldest.
+    mutating func trim(toCount count: Int, now: Double) {
+        let count = max(0, count)
+        guard items.count > count else { return }
+        dropExpired(now: now)
         while items.count > count {
             items.removeLast()
             statistics.countEvictions += 1
         }
     }
 
-    mutating func trim(toCost cost: Int) {
+    mutating func trim(toCost cost: Int, now: Double) {
+        let cost = max(0, cost)
+        guard totalCost > cost else { return }
+        dropExpired(now: now)
         while totalCost > cost {
             items.removeLast()
             statistics.costEvictions += 1

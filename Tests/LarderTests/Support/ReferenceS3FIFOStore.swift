@@ -178,20 +178,24 @@ struct ReferenceS3FIFOStore<Key: Hashable & Sendable, Value>: MemoryStoreModel {
         } else {
             toMain = nil
         }
-        // Totals including the pending entry.
-        if let bucket {
+        // Totals including the pending entry. Every limit the write takes over is noted first;
+        // then expired entries go (not to the ghost), then victims until each noted total is
+        // at or below its target.
+        let bucketIsOver = bucket.map { bucket in all.filter({ $0.bucket == bucket }).count + 1 > buckets[bucket].countLimit } ?? false
+        let countIsOver = totalCount + 1 > countLimit
+        let costIsOver = totalCost + cost > costLimit
+        if bucketIsOver || countIsOver || costIsOver { removeExpired(now: now) }
+        if bucketIsOver, let bucket {
             let limit = buckets[bucket].countLimit, mainShare = limit - Self.smallShare(limit)
-            if all.filter({ $0.bucket == bucket }).count + 1 > limit {
-                while all.filter({ $0.bucket == bucket }).count + 1 > target(limit),
-                      evictOne(inScope: { $0.bucket == bucket }, mainIsOver: { $0.count > mainShare }) {
-                    statistics.bucketEvictions += 1
-                }
+            while all.filter({ $0.bucket == bucket }).count + 1 > target(limit),
+                  evictOne(inScope: { $0.bucket == bucket }, mainIsOver: { $0.count > mainShare }) {
+                statistics.bucketEvictions += 1
             }
         }
-        if totalCount + 1 > countLimit {
+        if countIsOver {
             while totalCount + 1 > target(countLimit), evictFromStore() { statistics.countEvictions += 1 }
         }
-        if totalCost + cost > costLimit {
+        if costIsOver {
             while totalCost + cost > target(costLimit), evictFromStore() { statistics.costEvictions += 1 }
         }
 
@@ -212,6 +216,7 @@ struct ReferenceS3FIFOStore<Key: Hashable & Sendable, Value>: MemoryStoreModel {
         return item.expiration <= now ? nil : item.value
     }
 
+    @discardableResult
     mutating func removeExpired(now: Double) -> Int {
         let before = totalCount
         small.removeAll { $0.expiration <= now }
@@ -220,11 +225,18 @@ struct ReferenceS3FIFOStore<Key: Hashable & Sendable, Value>: MemoryStoreModel {
         return before - totalCount
     }
 
-    mutating func trim(toCount count: Int) {
+    /// As the store: nothing when within `count`, else expired entries first, then victims.
+    mutating func trim(toCount count: Int, now: Double) {
+        let count = max(0, count)
+        guard totalCount > count else { return }
+        removeExpired(now: now)
         while totalCount > count, evictFromStore() { statistics.countEvictions += 1 }
     }
 
-    mutating func trim(toCost cost: Int) {
+    mutating func trim(toCost cost: Int, now: Double) {
+        let cost = max(0, cost)
+        guard totalCost > cost else { return }
+        removeExpired(now: now)
         while totalCost > cost, evictFromStore() { statistics.costEvictions += 1 }
     }
 
@@ -253,8 +265,8 @@ protocol MemoryStoreModel<Key, Value> {
     mutating func setValue(_ value: Value, forKey key: Key, cost: Int?, expiry: Expiry?, now: Double) -> Bool
     mutating func removeValue(forKey key: Key, now: Double) -> Value?
     mutating func removeExpired(now: Double) -> Int
-    mutating func trim(toCount count: Int)
-    mutating func trim(toCost cost: Int)
+    mutating func trim(toCount count: Int, now: Double)
+    mutating func trim(toCost cost: Int, now: Double)
     mutating func removeAll()
     var keysByRecency: [Key] { get }
     /// Every entry's S3-FIFO counter; empty for LRU.
