@@ -84,7 +84,7 @@ extension DiskStore {
     public func verify(repair: Bool = false, progress: ((_ checked: Int, _ total: Int) -> Void)? = nil) throws
         -> VerificationReport
     {
-        let keys = try withIndex { try Self.liveIndex($0).allKeys() }
+        let keys = try withLiveIndex { _, index in try index.allKeys() }
         var report = VerificationReport()
         for (position, key) in keys.enumerated() {
             try verifyEntry(forKey: key, repair: repair, into: &report)
@@ -97,7 +97,7 @@ extension DiskStore {
         // A concurrent overwrite can replace the row between the lookup and the file read;
         // damage is only reported for a row that is still the one that was read.
         for _ in 0..<3 {
-            let location = try withIndex { try Self.liveIndex($0).location(forKey: key) }
+            let location = try withLiveIndex { _, index in try index.location(forKey: key) }
             guard let location else { return }
             guard case .damaged(let damage) = try inspect(location) else {
                 report.checkedCount += 1
@@ -108,7 +108,7 @@ extension DiskStore {
                 guard try drop(key: key, location: location, isRead: false) else { continue }
                 report.removedCount += 1
             } else {
-                let current = try withIndex { try Self.liveIndex($0).location(forKey: key) }
+                let current = try withLiveIndex { _, index in try index.location(forKey: key) }
                 guard let current, current.isSameRow(as: location) else { continue }
             }
             report.checkedCount += 1
