@@ -36,40 +36,11 @@ extension DiskStore {
         let now = configuration.now().milliseconds
         let removed: [String] = try withLiveIndex { state, index in
             return try index.connection.transaction {
-                try Self.flushAccesses(&state, index: index, inTransaction: true)
+                try flushAccesses(index: index)
                 return try Self.shrink(&state, index: index, now: now, toCount: count, toSize: size, keeping: nil)
             }
         }
         for name in removed { files.remove(name: name) }
-    }
-
-    static func recordAccess(_ state: inout State, index: DiskIndex, key: String, now: Int64) throws {
-        state.pendingAccesses[key] = now
-        if state.oldestPendingAccess == nil { state.oldestPendingAccess = now }
-        let due = state.pendingAccesses.count >= accessFlushCount
-            || now - (state.oldestPendingAccess ?? now) >= accessFlushDelay
-        if due {
-            // Best effort: if another process holds the write lock, keep the times for later.
-            try? index.connection.transaction { try flushAccesses(&state, index: index, inTransaction: true) }
-        }
-    }
-
-    /// Writes the buffered access times; inside the caller's transaction when `inTransaction`.
-    static func flushAccesses(_ state: inout State, index: DiskIndex, inTransaction: Bool = false) throws {
-        guard !state.pendingAccesses.isEmpty else { return }
-        let pending = state.pendingAccesses.sorted { $0.value < $1.value }
-        let start = state.sequence
-        let write = {
-            var sequence = start
-            for (key, accessed) in pending {
-                sequence += 1
-                try index.touch(key: key, accessed: accessed, sequence: sequence)
-            }
-            return sequence
-        }
-        state.sequence = inTransaction ? try write() : try index.connection.transaction(write)
-        state.pendingAccesses.removeAll(keepingCapacity: true)
-        state.oldestPendingAccess = nil
     }
 
     static func evictIfNeeded(
@@ -109,7 +80,6 @@ extension DiskStore {
                 let deleted = try index.delete(key: row.key)
                 guard deleted.existed else { continue }
                 if let file = deleted.file { obsolete.append(file) }
-                state.pendingAccesses[row.key] = nil
                 state.statistics.evictions += 1
                 totals.count -= 1
                 totals.size -= row.size

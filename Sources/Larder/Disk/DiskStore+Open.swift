@@ -22,7 +22,7 @@ extension DiskStore {
         for suffix in ["", "-wal", "-shm"] {
             var info = stat()
             if lstat(path + suffix, &info) == 0, (info.st_mode & S_IFMT) != S_IFREG {
-                try moveAside(path, reason: "\(path + suffix) is not a regular file", configuration: configuration)
+                try Self.moveAside(path, reason: "\(path + suffix) is not a regular file", configuration: configuration)
                 recovered = true
                 break
             }
@@ -47,11 +47,11 @@ extension DiskStore {
         do {
             opened = try openIndex()
         } catch let error as StorageError where error.isDatabaseCorruption {
-            try moveAside(path, reason: "\(error)", configuration: configuration)
+            try Self.moveAside(path, reason: "\(error)", configuration: configuration)
             opened = try openIndex()
             recovered = true
         } catch let error as ForeignIndexError {
-            try moveAside(path, reason: error.reason, configuration: configuration)
+            try Self.moveAside(path, reason: error.reason, configuration: configuration)
             opened = try openIndex()
             recovered = true
         }
@@ -71,12 +71,14 @@ extension DiskStore {
         }
     }
 
-    /// Flushes pending access times, checkpoints the WAL and closes the index. Later calls
-    /// throw ``StorageError/closed``. Calling `close()` again does nothing.
+    /// Ranks the logged reads, checkpoints the WAL and closes the index and every pooled read
+    /// connection (one still in use closes when its read ends). Later calls throw
+    /// ``StorageError/closed``. Calling `close()` again does nothing.
     public func close() {
         state.withLock { state in
             guard let index = state.index else { return }
-            try? Self.flushAccesses(&state, index: index)
+            retireReaders(closing: true)
+            try? index.connection.transaction { try flushAccesses(index: index) }
             try? index.connection.transaction { try index.setMeta("dirty", 0) }
             try? index.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             index.connection.close()
@@ -86,16 +88,18 @@ extension DiskStore {
 
     /// Replaces a corrupt index by an empty one, in place when SQLite can reset the file (so
     /// other processes on the directory see the same empty index), else by moving it aside.
-    static func resetCorruptIndex(
-        _ state: inout State, error: StorageError, configuration: Configuration
-    ) throws {
-        let index = try liveIndex(state)
+    ///
+    /// Whichever connection found the damage — the writer's or a pooled reader's — the pool is
+    /// emptied and the logged reads are forgotten. Call with the writer's lock held.
+    func resetCorruptIndex(_ state: inout State, error: StorageError) throws {
+        let configuration = configuration
+        let index = try Self.liveIndex(state)
         let path = index.connection.path
         configuration.logHandler?("index \(path) is corrupt (\(error)); emptying it and starting over")
+        retireReaders(closing: false)
+        discardPendingAccesses()
         index.connection.close()
         state.index = nil
-        state.pendingAccesses.removeAll()
-        state.oldestPendingAccess = nil
         state.statistics.indexResets += 1
         let open = { try DiskIndex(path: path, durability: configuration.durability, busyTimeout: configuration.busyTimeout) }
         var fresh: DiskIndex
@@ -105,7 +109,7 @@ extension DiskStore {
             try connection.resetDatabase()
             fresh = try open()
         } catch {
-            try moveAside(path, reason: "\(error)", configuration: configuration)
+            try Self.moveAside(path, reason: "\(error)", configuration: configuration)
             fresh = try open()
         }
         try fresh.connection.transaction { try fresh.setMeta("dirty", 1) }

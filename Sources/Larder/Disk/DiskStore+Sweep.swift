@@ -21,7 +21,7 @@ extension DiskStore {
             let path = files.tmpPath + "/" + name
             if isOld(path), (try? manager.removeItem(atPath: path)) != nil { removed += 1 }
         }
-        let referenced = try withLiveIndex { _, index in try index.allFiles() }
+        let referenced = try withReader { try $0.allFiles() }
         for shard in (try? manager.contentsOfDirectory(atPath: files.blobsPath)) ?? [] {
             let shardPath = files.blobsPath + "/" + shard
             for name in (try? manager.contentsOfDirectory(atPath: shardPath)) ?? [] {

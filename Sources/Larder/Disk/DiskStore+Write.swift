@@ -51,33 +51,32 @@ extension DiskStore {
         }
         let now = configuration.now()
         let nowMilliseconds = now.milliseconds
-        let hash = configuration.keyHashing.hexDigest(key)
         let inline = stored.count < configuration.inlineThreshold
+        // The digest names a blob file; an inline row needs none (its checksum covers the key).
+        let hash = inline ? "" : configuration.keyHashing.hexDigest(key)
         let file = inline ? nil : BlobFiles.makeName(hash: hash)
         if let file { try files.write(stored, name: file) }
 
-        var row = DiskIndex.Row(
+        let row = DiskIndex.Row(
             key: key, hash: hash, file: file, size: stored.count, originalSize: data.count, encoding: encoding,
-            crc: CRC32.checksum(stored), created: nowMilliseconds, accessed: nowMilliseconds, sequence: 0,
+            crc: Self.checksum(key: key, stored: stored), created: nowMilliseconds,
             expires: expiry.expirationDate(from: now)?.milliseconds,
             inlineData: inline ? stored : nil, metadata: metadata)
 
         let obsolete: [String]
         do {
             obsolete = try withLiveIndex { state, index in
-                state.sequence += 1
-                row.sequence = state.sequence
                 let obsolete = try index.connection.transaction {
-                    try Self.flushAccesses(&state, index: index, inTransaction: true)
+                    // Reads logged before this write rank before it.
+                    let sequence = try flushAccesses(index: index) + 1
                     var obsolete: [String] = []
                     if case let previous?? = try index.file(forKey: key) { obsolete.append(previous) }
-                    try index.write(row)
+                    try index.write(row, sequence: sequence)
                     obsolete += try Self.evictIfNeeded(
                         &state, index: index, configuration: configuration, now: nowMilliseconds, keeping: key)
                     return obsolete
                 }
                 state.statistics.writes += 1
-                state.pendingAccesses[key] = nil
                 Self.checkpointIfDue(&state, index: index)
                 return obsolete
             }
@@ -96,7 +95,6 @@ extension DiskStore {
             let removed = try index.connection.transaction { try index.delete(key: key) }
             state.statistics.writes += 1
             state.statistics.evictions += 1
-            state.pendingAccesses[key] = nil
             return removed
         }
         if let file = removed.file { files.remove(name: file) }
@@ -108,8 +106,7 @@ extension DiskStore {
     @discardableResult
     public func removeValue(forKey key: String) throws -> Bool {
         let removed: (existed: Bool, file: String?) = try withLiveIndex { state, index in
-            state.pendingAccesses[key] = nil
-            return try index.connection.transaction { try index.delete(key: key) }
+            try index.connection.transaction { try index.delete(key: key) }
         }
         if let file = removed.file { files.remove(name: file) }
         return removed.existed
@@ -118,8 +115,7 @@ extension DiskStore {
     /// Removes every entry.
     public func removeAll() throws {
         let removed: [String] = try withLiveIndex { state, index in
-            state.pendingAccesses.removeAll()
-            state.oldestPendingAccess = nil
+            discardPendingAccesses()
             return try index.connection.transaction { try index.deleteAll().files }
         }
         for name in removed { files.remove(name: name) }

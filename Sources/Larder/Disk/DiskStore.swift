@@ -9,8 +9,15 @@ import Musl
 ///
 /// Values below ``Configuration/inlineThreshold`` live in their index row; larger ones in
 /// `blobs/xx/<digest>-<n>` files named after a digest of the key, so no key is ever used as a
-/// path. Every value carries a CRC-32; a read that finds damaged or missing bytes returns `nil`
-/// and drops the entry, so corrupt bytes are never returned.
+/// path. Every value carries a CRC-32C of its key and stored bytes (hardware-computed where the
+/// CPU can); a read that finds damaged or missing bytes returns `nil` and drops the entry, so
+/// corrupt bytes are never returned.
+///
+/// A read writes nothing to the entry's row: it is appended to an in-memory log, in order, and
+/// the log is ranked into the narrow `access` table in batches (or before the next write), so
+/// least-recently-used order follows the order of reads even within one millisecond. Reads run
+/// on a small pool of read-only connections (SQLite's WAL mode lets them proceed in parallel
+/// with each other and with the one writer connection).
 ///
 /// ```swift
 /// let store = try DiskStore(directory: cacheURL) { $0.sizeLimit = 100 << 20 }
@@ -23,32 +30,64 @@ import Musl
 /// them consistent, and totals live in the index so every store sees the same numbers.
 ///
 /// - Important: Every method does disk I/O on the calling thread. Hashing, compression, the
-///   checksum and blob file I/O run outside the store's lock; only index work holds it.
+///   checksum and blob file I/O run outside the store's locks; only index writes hold the
+///   writer's lock, and a read holds only its own pooled connection.
 public final class DiskStore: Sendable {
     /// The directory the store owns.
     public let directory: URL
     /// The configuration the store was opened with.
     public let configuration: Configuration
 
-    // Internal rather than private so `DiskStore+Verify.swift` can reach them.
+    // Internal rather than private so the `DiskStore+…` files can reach them.
     let files: BlobFiles
-    /// An NSLock rather than `Mutex`, so ThreadSanitizer sees it (see ``Locked``).
+    /// The writer: the one read-write connection and what changes with it. An NSLock rather
+    /// than `Mutex`, so ThreadSanitizer sees it (see ``Locked``).
     let state: Locked<State>
+    /// Read-only connections, checked out one per read so reads on different threads do not
+    /// wait for each other or for the writer.
+    let readers: Locked<ReaderPool>
+    /// Hit and miss counts and the reads waiting to be ranked in `access`.
+    let reads: Locked<ReadLog>
+    /// `index.sqlite` in ``directory``.
+    let indexPath: String
 
-    /// Everything mutable, behind one lock. `index` is `nil` once the store is closed.
+    /// The writer's state. `index` is `nil` once the store is closed.
+    ///
+    /// Lock order: `state` may be held while taking `readers` or `reads`, never the reverse.
     struct State {
         var index: DiskIndex?
-        var pendingAccesses: [String: Int64] = [:]
-        var oldestPendingAccess: Int64?
-        var sequence: Int64 = 0
         var writesSinceCheckpoint = 0
+        /// Every counter but hits and misses (those are in ``ReadLog``).
         var statistics = Statistics()
     }
 
-    /// Access times wait in memory until this many are pending…
+    /// Idle read connections. A reset of a corrupt index or `close()` bumps `generation` or
+    /// sets `isClosed`, so a connection checked out before is closed on its return instead of
+    /// going back into the pool.
+    struct ReaderPool {
+        var idle: [PooledReader] = []
+        var generation = 0
+        var isClosed = false
+    }
+
+    /// Reads since the last flush, in the order they happened: their order (not their
+    /// millisecond) decides least-recently-used order once they are ranked.
+    struct ReadLog {
+        var hits = 0
+        var misses = 0
+        var pending: [DiskIndex.Access] = []
+        var oldestPending: Int64?
+    }
+
+    /// Recorded reads wait in memory until this many are pending…
     static let accessFlushCount = 512
     /// …or the oldest has waited this long (milliseconds), or a write transaction runs.
     static let accessFlushDelay: Int64 = 2_000
+    /// At most this many unranked reads are kept when flushing them keeps failing (another
+    /// process holding the write lock); older ones are dropped.
+    static let accessBacklogLimit = 8_192
+    /// Idle read connections kept; more are opened while more threads read at once.
+    static let idleReaderLimit = 4
     /// Rows deleted per statement when expiring or evicting.
     static let batchSize = 256
     /// A `wal_checkpoint(TRUNCATE)` runs after this many write transactions.
@@ -85,8 +124,11 @@ public final class DiskStore: Sendable {
         try BlobFiles.makeDirectory(self.directory.path)
         try files.createDirectories()
 
+        indexPath = self.directory.appendingPathComponent("index.sqlite").path
         let (index, needsSweep) = try Self.openIndex(in: self.directory, configuration: configuration)
         state = Locked(State(index: index))
+        readers = Locked(ReaderPool())
+        reads = Locked(ReadLog())
         if needsSweep {
             DispatchQueue.global(qos: .utility).async { [weak self] in
                 self?.sweepInBackground()
@@ -107,12 +149,11 @@ public final class DiskStore: Sendable {
     /// — a cache may lose entries, never return wrong ones — and the store keeps working. Their
     /// blob files become orphans for the sweep of the next open (the reset clears `last_sweep`).
     func withIndex<T>(_ body: (inout State) throws -> sending T) throws -> sending T {
-        let configuration = configuration
-        return try state.withLock { state in
+        try state.withLock { state in
             do {
                 return try body(&state)
             } catch let error as StorageError where error.isDatabaseCorruption {
-                try Self.resetCorruptIndex(&state, error: error, configuration: configuration)
+                try resetCorruptIndex(&state, error: error)
                 return try body(&state)
             }
         }
