@@ -91,6 +91,46 @@ struct DiskStoreAccessOrderTests {
         #expect(try store.keys() == ["c", "d", "e"])
     }
 
+    // MARK: - Eviction candidates
+
+    @Test func candidatesReadAgainAreSkippedByLaterEvictions() throws {
+        // Given a full store of 300 whose first eviction scanned the 256 least recent entries
+        let first = try makeStore { $0.countLimit = 300 }
+        let second = try makeStore { $0.countLimit = 300 }
+        for index in 0..<300 { try first.setValue(Data([1]), forKey: "k\(index)") }
+        try first.setValue(Data([1]), forKey: "n0")
+        #expect(try !first.containsValue(forKey: "k0"))
+        // When k1 and k2 are read and n1 written (evicting k3, the least recent now)
+        _ = try first.value(forKey: "k1")
+        _ = try first.value(forKey: "k2")
+        try first.setValue(Data([1]), forKey: "n1")
+        // And another store on the directory reads k4 and writes n2 (evicting k5)
+        _ = try second.value(forKey: "k4")
+        try second.setValue(Data([1]), forKey: "n2")
+        // And the first store, whose candidates still list k4, writes n3 and n4
+        for index in 3...4 { try first.setValue(Data([1]), forKey: "n\(index)") }
+        // Then the entries read again stayed, and the next least recent ones went, in order
+        for key in ["k1", "k2", "k4", "k8", "n0", "n1", "n2", "n3", "n4"] {
+            #expect(try first.containsValue(forKey: key), "\(key)")
+        }
+        for key in ["k0", "k3", "k5", "k6", "k7"] { #expect(try !first.containsValue(forKey: key), "\(key)") }
+        #expect(first.totalCount == 300)
+    }
+
+    @Test func trimEvictsAnEntryWithTheEmptyKey() throws {
+        // Given entries including one whose key is empty, the least recent of all
+        let store = try makeStore()
+        try store.setValue(Data([1]), forKey: "")
+        for key in ["a", "b"] { try store.setValue(Data([2]), forKey: key) }
+        // When trimmed to two, then to none
+        try store.trim(toCount: 2)
+        #expect(try store.keys() == ["a", "b"])
+        try store.setValue(Data([1]), forKey: "")
+        try store.trim(toCount: 0)
+        // Then the empty key goes like any other
+        #expect(try store.keys().isEmpty)
+    }
+
     // MARK: - Across stores and reopening
 
     @Test func orderIsMonotonicAcrossTwoStoresOnOneDirectory() throws {
@@ -215,8 +255,8 @@ struct DiskStoreAccessCorruptionTests {
         try DiskStore(directory: folder.url, configuration: Reliability.configuration { $0.inlineThreshold = 1_000 })
     }
 
-    /// Writes entries, closes the store, and overwrites the pages of `access` and its index
-    /// with garbage (the WAL is checkpointed away by `close()`).
+    /// Writes entries, closes the store, and overwrites the page of `access` (its root, and
+    /// with 40 rows its only page) with garbage (the WAL is checkpointed away by `close()`).
     func makeStoreWithDamagedAccessPages() throws -> [String: Data] {
         var values: [String: Data] = [:]
         let store = try makeStore()
@@ -232,7 +272,6 @@ struct DiskStoreAccessCorruptionTests {
         let pageSize = try #require(try connection.scalarInt64("PRAGMA page_size"))
         let pages = [
             try #require(try connection.scalarInt64("SELECT rootpage FROM sqlite_schema WHERE name = 'access'")),
-            try #require(try connection.scalarInt64("SELECT rootpage FROM sqlite_schema WHERE name = 'access_by_seq'")),
         ]
         connection.close()
         let handle = try FileHandle(forUpdating: URL(fileURLWithPath: path))

@@ -13,8 +13,12 @@ import Foundation
 /// - `access (entry, seq, accessed)`: the recency of each entry apart from its row, so that
 ///   recording reads rewrites a narrow row instead of the entry (inline data included).
 ///   `seq` is a store-wide sequence in the order of reads and writes (not of their
-///   millisecond): eviction takes the lowest first. New numbers continue from `max(seq)` inside
-///   the write transaction, so they stay monotonic across processes and reopens.
+///   millisecond): eviction takes the lowest first. New numbers continue from the high-water
+///   mark `meta.seq` inside the write transaction, so they stay monotonic across processes and
+///   reopens. `seq` has no index (ranking a read is one update by row id): eviction scans for
+///   the lowest 256 once and keeps them as candidates, which stay exactly the least recent
+///   ones because numbers only grow — a candidate whose number changed (read again, or its row
+///   id reused) is dropped when it is checked.
 /// - `crc_kind`: 1 = CRC-32C of the key's UTF-8 bytes followed by the stored bytes (the key is
 ///   covered, so a row moved to another key fails its check without a digest); 0 = the CRC-32
 ///   (zlib) of the stored bytes alone, as schema 1 wrote it (the row's `hash` must then match
@@ -59,6 +63,14 @@ final class DiskIndex {
         var metadata: Data?
     }
 
+    /// An entry eviction may remove.
+    struct EvictionCandidate {
+        var rowID: Int64
+        var key: String
+        var file: String?
+        var size: Int
+    }
+
     /// One recorded read: the entry's row id and the time of the read.
     struct Access {
         var rowID: Int64
@@ -68,16 +80,24 @@ final class DiskIndex {
     let connection: SQLiteConnection
     /// The read statements, on this (the writer's) connection.
     let reads: DiskIndexReader
+    /// The least recently used entries found by the last scan of `access`, oldest first:
+    /// `(row id, seq)`. Only candidates found changed or gone are dropped, so a transaction that
+    /// rolls back after evicting some loses none.
+    private var candidates: [(rowID: Int64, sequence: Int64)] = []
+    private var candidateStart = 0
+    /// Candidates one scan of `access` keeps.
+    static let candidateCount = 256
 
     private let selectFile: SQLiteStatement
     private let upsert: SQLiteStatement
     private let upsertAccess: SQLiteStatement
     private let touchAccess: SQLiteStatement
-    private let selectMaxSequence: SQLiteStatement
     private let deleteKey: SQLiteStatement
+    private let deleteRowID: SQLiteStatement
     private let deleteIfUnchanged: SQLiteStatement
     private let deleteExpiredBatch: SQLiteStatement
-    private let selectLeastRecent: SQLiteStatement
+    private let selectLowestRanked: SQLiteStatement
+    private let selectCandidate: SQLiteStatement
     private let selectUnranked: SQLiteStatement
     private let selectMeta: SQLiteStatement
     private let upsertMeta: SQLiteStatement
@@ -118,14 +138,13 @@ final class DiskIndex {
             INSERT INTO access (entry, seq, accessed) VALUES (?, ?, ?)
             ON CONFLICT (entry) DO UPDATE SET seq = excluded.seq, accessed = excluded.accessed
             """)
-        // A read recorded for a row deleted since (or never ranked) must not create an access
-        // row of its own; `max` keeps a row id reused by a newer entry from moving back.
-        touchAccess = try connection.statement("""
-            INSERT INTO access (entry, seq, accessed) SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM entries WHERE rowid = ?1)
-            ON CONFLICT (entry) DO UPDATE SET seq = max(seq, excluded.seq), accessed = max(accessed, excluded.accessed)
-            """)
-        selectMaxSequence = try connection.statement("SELECT max(seq) FROM access")
+        // A plain update by row id (no upsert: that would need a statement journal): a read
+        // recorded for a row deleted since changes nothing, and `max` keeps a row id reused by a
+        // newer entry from moving back.
+        touchAccess = try connection.statement(
+            "UPDATE access SET seq = max(seq, ?2), accessed = max(accessed, ?3) WHERE entry = ?1")
         deleteKey = try connection.statement("DELETE FROM entries WHERE key = ? RETURNING file")
+        deleteRowID = try connection.statement("DELETE FROM entries WHERE rowid = ? RETURNING file")
         deleteIfUnchanged = try connection.statement(
             "DELETE FROM entries WHERE key = ? AND created = ? AND crc = ? AND file IS CAST(? AS TEXT) RETURNING file")
         deleteExpiredBatch = try connection.statement("""
@@ -133,15 +152,15 @@ final class DiskIndex {
                 (SELECT rowid FROM entries WHERE expires IS NOT NULL AND expires <= ? LIMIT ?)
             RETURNING file
             """)
-        // Walks `access_by_seq` in order and looks each entry up by row id (CROSS JOIN fixes
-        // that loop order).
-        selectLeastRecent = try connection.statement("""
-            SELECT e.key, e.file, e.size FROM access AS a CROSS JOIN entries AS e ON e.rowid = a.entry
-            WHERE e.key <> ? ORDER BY a.seq LIMIT ?
+        // A scan of the narrow table with a top-N sort: run once per `candidateCount` evictions.
+        selectLowestRanked = try connection.statement("SELECT entry, seq FROM access ORDER BY seq LIMIT ?")
+        selectCandidate = try connection.statement("""
+            SELECT e.rowid, e.key, e.file, e.size, a.seq FROM access AS a CROSS JOIN entries AS e ON e.rowid = a.entry
+            WHERE a.entry = ?
             """)
         // Entries without an access row (none in a healthy index) rank below every other.
         selectUnranked = try connection.statement("""
-            SELECT key, file, size FROM entries WHERE key <> ? AND rowid NOT IN (SELECT entry FROM access) LIMIT ?
+            SELECT rowid, key, file, size FROM entries WHERE key IS NOT ? AND rowid NOT IN (SELECT entry FROM access) LIMIT ?
             """)
         selectMeta = try connection.statement("SELECT value FROM meta WHERE name = ?")
         upsertMeta = try connection.statement(
@@ -211,7 +230,8 @@ final class DiskIndex {
         CREATE TABLE access (entry INTEGER PRIMARY KEY, seq INTEGER NOT NULL, accessed INTEGER NOT NULL);
         INSERT INTO access (entry, seq, accessed)
             SELECT rowid, row_number() OVER (ORDER BY accessed, seq), accessed FROM entries;
-        CREATE INDEX access_by_seq ON access (seq);
+        INSERT INTO meta (name, value) SELECT 'seq', coalesce(max(seq), 0) FROM access WHERE true
+            ON CONFLICT (name) DO UPDATE SET value = excluded.value;
         DROP INDEX entries_by_access;
         CREATE TRIGGER entries_forget_access AFTER DELETE ON entries BEGIN
             DELETE FROM access WHERE entry = OLD.rowid;
@@ -263,11 +283,9 @@ final class DiskIndex {
         }
     }
 
-    /// The highest recency number in use (0 in an empty index).
+    /// The highest recency number handed out (0 in an empty index).
     func maxSequence() throws -> Int64 {
-        try selectMaxSequence.withReset { statement in
-            try statement.step() ? statement.optionalInt64(0) ?? 0 : 0
-        }
+        try meta("seq") ?? 0
     }
 
     // MARK: - Writes (call inside a transaction)
@@ -318,12 +336,17 @@ final class DiskIndex {
         }
     }
 
-    /// Ranks recorded reads in their order, after everything already ranked; returns the
-    /// last number used.
+    /// Ranks recorded reads in their order, after everything already ranked, then reserves
+    /// `reserving` more numbers; returns the last number used or reserved. An entry read several
+    /// times is ranked once, at its last read.
     @discardableResult
-    func recordAccesses(_ accesses: [Access]) throws -> Int64 {
+    func recordAccesses(_ accesses: [Access], reserving: Int64 = 0) throws -> Int64 {
+        guard !accesses.isEmpty || reserving > 0 else { return try maxSequence() }
         var sequence = try maxSequence()
-        for access in accesses {
+        var last: [Int64: Int] = [:]
+        last.reserveCapacity(accesses.count)
+        for (position, access) in accesses.enumerated() { last[access.rowID] = position }
+        for (position, access) in accesses.enumerated() where last[access.rowID] == position {
             sequence += 1
             try touchAccess.withReset { statement in
                 try statement.bind(access.rowID, at: 1)
@@ -332,6 +355,8 @@ final class DiskIndex {
                 try statement.step()
             }
         }
+        sequence += reserving
+        try setMeta("seq", sequence)
         return sequence
     }
 
@@ -369,20 +394,79 @@ final class DiskIndex {
         }
     }
 
-    /// The least recently used rows, oldest first, skipping `excludedKey`; rows without an
-    /// access row come after the ranked ones run out.
-    func leastRecentlyUsed(limit: Int, excluding excludedKey: String) throws -> [(key: String, file: String?, size: Int)] {
-        var rows: [(key: String, file: String?, size: Int)] = []
-        for statement in [selectLeastRecent, selectUnranked] where rows.isEmpty {
-            try statement.withReset { statement in
-                try statement.bind(excludedKey, at: 1)
-                try statement.bind(Int64(limit), at: 2)
-                while try statement.step() {
-                    rows.append((statement.string(0), statement.optionalString(1), Int(statement.int64(2))))
+    /// Up to `limit` of the least recently used rows, oldest first, skipping `excludedKey`;
+    /// rows without an access row come after the ranked ones run out. Call again after
+    /// deleting the rows returned, until it returns none.
+    func leastRecentlyUsed(limit: Int, excluding excludedKey: String?) throws -> [EvictionCandidate] {
+        var rows: [EvictionCandidate] = []
+        for pass in 0..<2 {
+            if pass == 1 {
+                guard rows.isEmpty else { break }
+                try scanCandidates()
+            }
+            // Candidates found gone or changed at the front are dropped; valid ones stay until
+            // found gone (deleting them is the caller's transaction, which may roll back).
+            var position = candidateStart
+            var atFront = true
+            while rows.count < limit && position < candidates.count {
+                let candidate = candidates[position]
+                position += 1
+                if let row = try candidateRow(candidate) {
+                    atFront = false
+                    if row.key != excludedKey { rows.append(row) }
+                } else if atFront {
+                    candidateStart = position
                 }
             }
         }
-        return rows
+        return rows.isEmpty ? try unranked(limit: limit, excluding: excludedKey) : rows
+    }
+
+    /// The candidate's entry, if its access row still holds the number it was found with.
+    private func candidateRow(_ candidate: (rowID: Int64, sequence: Int64)) throws -> EvictionCandidate? {
+        try selectCandidate.withReset { statement in
+            try statement.bind(candidate.rowID, at: 1)
+            guard try statement.step(), statement.int64(4) == candidate.sequence else { return nil }
+            return Self.evictionCandidate(statement)
+        }
+    }
+
+    private static func evictionCandidate(_ statement: SQLiteStatement) -> EvictionCandidate {
+        EvictionCandidate(
+            rowID: statement.int64(0), key: statement.string(1), file: statement.optionalString(2),
+            size: Int(statement.int64(3)))
+    }
+
+    private func scanCandidates() throws {
+        candidates = try selectLowestRanked.withReset { statement in
+            try statement.bind(Int64(Self.candidateCount), at: 1)
+            var found: [(rowID: Int64, sequence: Int64)] = []
+            while try statement.step() { found.append((statement.int64(0), statement.int64(1))) }
+            return found
+        }
+        candidateStart = 0
+    }
+
+    private func unranked(limit: Int, excluding excludedKey: String?) throws -> [EvictionCandidate] {
+        try selectUnranked.withReset { statement in
+            if let excludedKey { try statement.bind(excludedKey, at: 1) } else { try statement.bindNull(at: 1) }
+            try statement.bind(Int64(limit), at: 2)
+            var rows: [EvictionCandidate] = []
+            while try statement.step() { rows.append(Self.evictionCandidate(statement)) }
+            return rows
+        }
+    }
+
+    /// Deletes the row with id `rowID` (an eviction candidate); returns whether it existed and
+    /// its blob file.
+    func delete(rowID: Int64) throws -> (existed: Bool, file: String?) {
+        try deleteRowID.withReset { statement in
+            try statement.bind(rowID, at: 1)
+            guard try statement.step() else { return (false, nil) }
+            let file = statement.optionalString(0)
+            while try statement.step() {}
+            return (true, file)
+        }
     }
 
     func deleteAll() throws -> (count: Int, files: [String]) {

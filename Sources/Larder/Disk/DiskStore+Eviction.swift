@@ -72,18 +72,21 @@ extension DiskStore {
             if batch.count < batchSize { break }
         }
         while totals.count > targetCount || totals.size > targetSize {
-            let rows = try index.leastRecentlyUsed(limit: batchSize, excluding: key ?? "")
-            let candidates = key == nil ? rows : rows.filter { $0.key != key }
-            guard !candidates.isEmpty else { break }
+            let candidates = try index.leastRecentlyUsed(limit: batchSize, excluding: key)
+            var deletedAny = false
             for row in candidates {
                 guard totals.count > targetCount || totals.size > targetSize else { break }
-                let deleted = try index.delete(key: row.key)
+                let deleted = try index.delete(rowID: row.rowID)
                 guard deleted.existed else { continue }
+                deletedAny = true
                 if let file = deleted.file { obsolete.append(file) }
                 state.statistics.evictions += 1
                 totals.count -= 1
                 totals.size -= row.size
             }
+            // Nothing left to evict (or an index that lists rows it cannot delete): stop
+            // rather than loop; the limits are met again by the next write.
+            guard deletedAny else { break }
         }
         return obsolete
     }

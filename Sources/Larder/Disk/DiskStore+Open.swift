@@ -78,7 +78,7 @@ extension DiskStore {
         state.withLock { state in
             guard let index = state.index else { return }
             retireReaders(closing: true)
-            try? index.connection.transaction { try flushAccesses(index: index) }
+            _ = try? index.connection.transaction { try flushAccesses(index: index) }
             try? index.connection.transaction { try index.setMeta("dirty", 0) }
             try? index.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             index.connection.close()

@@ -91,17 +91,17 @@ extension DiskStore {
         }
         guard let due else { return }
         do {
-            try withLiveIndex { _, index in try index.connection.transaction { try index.recordAccesses(due) } }
+            _ = try withLiveIndex { _, index in try index.connection.transaction { try index.recordAccesses(due) } }
         } catch {
             restorePendingAccesses(due)
         }
     }
 
     /// Ranks the logged reads inside the caller's write transaction, before anything the
-    /// transaction writes; returns the last recency number in use. On failure the reads go
-    /// back into the log.
+    /// transaction writes, and reserves `reserving` numbers after them; returns the last number
+    /// used or reserved. On failure the reads go back into the log.
     @discardableResult
-    func flushAccesses(index: DiskIndex) throws -> Int64 {
+    func flushAccesses(index: DiskIndex, reserving: Int64 = 0) throws -> Int64 {
         let due = reads.withLock { log in
             let due = log.pending
             log.pending = []
@@ -109,7 +109,7 @@ extension DiskStore {
             return due
         }
         do {
-            return try index.recordAccesses(due)
+            return try index.recordAccesses(due, reserving: reserving)
         } catch {
             restorePendingAccesses(due)
             throw error

@@ -68,7 +68,7 @@ extension DiskStore {
             obsolete = try withLiveIndex { state, index in
                 let obsolete = try index.connection.transaction {
                     // Reads logged before this write rank before it.
-                    let sequence = try flushAccesses(index: index) + 1
+                    let sequence = try flushAccesses(index: index, reserving: 1)
                     var obsolete: [String] = []
                     if case let previous?? = try index.file(forKey: key) { obsolete.append(previous) }
                     try index.write(row, sequence: sequence)
