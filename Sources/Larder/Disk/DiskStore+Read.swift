@@ -28,11 +28,12 @@ extension DiskStore {
         // A concurrent overwrite can replace the file between the lookup and the read; the
         // row check in `drop` notices and the read is tried again with the new row.
         for _ in 0..<3 {
-            let now = configuration.now().milliseconds
             guard let location = try withReader({ try $0.location(forKey: key) }) else {
                 countMiss()
                 return nil
             }
+            // Read after the lookup: a miss needs no clock.
+            let now = configuration.now().milliseconds
             if let expires = location.expires, expires <= now {
                 try removeExpiredEntry(key: key, location: location)
                 countMiss()
