@@ -14,8 +14,9 @@ import Foundation
 ///   recording reads rewrites a narrow row instead of the entry (inline data included).
 ///   `seq` is a store-wide sequence in the order of reads and writes (not of their
 ///   millisecond): eviction takes the lowest first. New numbers continue from the high-water
-///   mark `meta.seq` inside the write transaction, so they stay monotonic across processes and
-///   reopens. `seq` has no index (ranking a read is one update by row id): eviction scans for
+///   mark `totals.seq` inside the write transaction, so they stay monotonic across processes and
+///   reopens (it lives in the totals row, whose page every write rewrites anyway, so keeping it
+///   costs no extra page in the WAL). `seq` has no index (ranking a read is one update by row id): eviction scans for
 ///   the lowest 256 once and keeps them as candidates, which stay exactly the least recent
 ///   ones because numbers only grow — a candidate whose number changed (read again, or its row
 ///   id reused) is dropped when it is checked.
@@ -92,6 +93,8 @@ final class DiskIndex {
     private let upsert: SQLiteStatement
     private let upsertAccess: SQLiteStatement
     private let touchAccess: SQLiteStatement
+    private let selectSequence: SQLiteStatement
+    private let updateSequence: SQLiteStatement
     private let deleteKey: SQLiteStatement
     private let deleteRowID: SQLiteStatement
     private let deleteIfUnchanged: SQLiteStatement
@@ -141,6 +144,8 @@ final class DiskIndex {
         // A plain update by row id (no upsert: that would need a statement journal): a read
         // recorded for a row deleted since changes nothing, and `max` keeps a row id reused by a
         // newer entry from moving back.
+        selectSequence = try connection.statement("SELECT seq FROM totals WHERE id = 0")
+        updateSequence = try connection.statement("UPDATE totals SET seq = ? WHERE id = 0")
         touchAccess = try connection.statement(
             "UPDATE access SET seq = max(seq, ?2), accessed = max(accessed, ?3) WHERE entry = ?1")
         deleteKey = try connection.statement("DELETE FROM entries WHERE key = ? RETURNING file")
@@ -230,8 +235,8 @@ final class DiskIndex {
         CREATE TABLE access (entry INTEGER PRIMARY KEY, seq INTEGER NOT NULL, accessed INTEGER NOT NULL);
         INSERT INTO access (entry, seq, accessed)
             SELECT rowid, row_number() OVER (ORDER BY accessed, seq), accessed FROM entries;
-        INSERT INTO meta (name, value) SELECT 'seq', coalesce(max(seq), 0) FROM access WHERE true
-            ON CONFLICT (name) DO UPDATE SET value = excluded.value;
+        ALTER TABLE totals ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+        UPDATE totals SET seq = (SELECT coalesce(max(seq), 0) FROM access) WHERE id = 0;
         DROP INDEX entries_by_access;
         CREATE TRIGGER entries_forget_access AFTER DELETE ON entries BEGIN
             DELETE FROM access WHERE entry = OLD.rowid;
@@ -285,7 +290,12 @@ final class DiskIndex {
 
     /// The highest recency number handed out (0 in an empty index).
     func maxSequence() throws -> Int64 {
-        try meta("seq") ?? 0
+        try selectSequence.withReset { statement in
+            guard try statement.step() else {
+                throw StorageError.sqlite(code: SQLITE_CORRUPT, message: "the totals row is missing", sql: statement.sql)
+            }
+            return statement.int64(0)
+        }
     }
 
     // MARK: - Writes (call inside a transaction)
@@ -356,7 +366,10 @@ final class DiskIndex {
             }
         }
         sequence += reserving
-        try setMeta("seq", sequence)
+        try updateSequence.withReset { statement in
+            try statement.bind(sequence, at: 1)
+            try statement.step()
+        }
         return sequence
     }
 
