@@ -36,9 +36,12 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        // C code of the project's own: the hardware CRC-32C (SSE4.2 with a runtime CPU check
+        // and a portable fallback; per-function target attributes, no unsafeFlags).
+        .target(name: "CLarderChecksum"),
         .target(
             name: "Larder",
-            dependencies: ["CSQLite", "CZlib", "CCrypto"],
+            dependencies: ["CSQLite", "CZlib", "CCrypto", "CLarderChecksum"],
             swiftSettings: strictSettings
         ),
         .target(
@@ -72,6 +75,7 @@ let package = Package(
         .testTarget(
             name: "LarderTests",
             dependencies: ["Larder", "LarderTestSupport", "LarderCrashHelper"],
+            resources: [.copy("Fixtures")],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -204,13 +204,15 @@ struct DiskStoreTests {
     }
 
     @Test(arguments: ["sizeLimit", "countLimit", "overflowTrimRatio", "overflowTrimRatio.nan", "compression",
-                      "inlineThreshold", "defaultExpiry"])
+                      "inlineThreshold", "defaultExpiry", "defaultExpiry.negative", "defaultExpiry.zero"])
     func invalidConfigurationNamesTheField(field: String) throws {
         do {
             _ = try makeStore { configuration in
                 switch field {
-                case "sizeLimit": configuration.sizeLimit = 0
+                case "sizeLimit": configuration.sizeLimit = -1
                 case "countLimit": configuration.countLimit = -1
+                case "defaultExpiry.negative": configuration.defaultExpiry = .seconds(-5)
+                case "defaultExpiry.zero": configuration.defaultExpiry = .seconds(0)
                 case "overflowTrimRatio": configuration.overflowTrimRatio = 1
                 case "overflowTrimRatio.nan": configuration.overflowTrimRatio = .nan
                 case "compression": configuration.compression = .gzip(level: 12)
@@ -220,8 +222,47 @@ struct DiskStoreTests {
             }
             Issue.record("expected an error for \(field)")
         } catch let error as StorageError where error.code == .invalidConfiguration {
-            #expect(error.field == field.replacingOccurrences(of: ".nan", with: ""))
+            #expect(error.field == field.split(separator: ".").first.map(String.init))
         }
+    }
+
+    @Test(arguments: ["countLimit", "sizeLimit"])
+    func zeroLimitAcceptsEachWriteAndKeepsNothing(limit: String) throws {
+        // Given a value written before the limit was 0
+        try makeStore { $0.inlineThreshold = 0 }.setValue(Self.bytes(500), forKey: "old")
+        // And the store reopened with a limit of 0 (valid, as in MemoryStore)
+        let store = try makeStore { configuration in
+            configuration.inlineThreshold = 0
+            if limit == "countLimit" { configuration.countLimit = 0 } else { configuration.sizeLimit = 0 }
+        }
+        // When inline, file and empty values are written
+        try store.setValue(Self.bytes(500), forKey: "old")
+        try store.setValue(Self.bytes(40_000), forKey: "new")
+        try store.setValue(Data(), forKey: "empty")
+        // Then each write is accepted and immediately evicted: nothing is kept, old included
+        #expect(try store.value(forKey: "old") == nil)
+        #expect(try store.value(forKey: "new") == nil)
+        #expect(try store.value(forKey: "empty") == nil)
+        #expect(try store.keys().isEmpty)
+        #expect(store.totalCount == 0 && store.totalSize == 0)
+        #expect(blobFiles().isEmpty)
+        #expect(store.statistics.writes == 3)
+        #expect(store.statistics.evictions == 3)
+    }
+
+    @Test func negativeTrimIsClampedToZero() throws {
+        // Given two entries
+        let store = try makeStore()
+        try store.setValue(Self.bytes(10), forKey: "a")
+        try store.setValue(Self.bytes(10), forKey: "b")
+        // When trimmed to a negative count or size
+        try store.trim(toCount: -3)
+        #expect(store.totalCount == 0)
+        try store.setValue(Self.bytes(10), forKey: "c")
+        try store.trim(toSize: -1)
+        // Then both act as 0
+        #expect(store.totalCount == 0)
+        #expect(try store.keys().isEmpty)
     }
 
     // MARK: - Expiry

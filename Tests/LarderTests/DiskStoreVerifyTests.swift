@@ -107,7 +107,7 @@ struct DiskStoreVerifyTests {
         try updateIndex("UPDATE entries SET data = ?, size = ?, crc = ? WHERE key = 'gzip-inline'") { statement in
             try statement.bind(garbage, at: 1)
             try statement.bind(Int64(garbage.count), at: 2)
-            try statement.bind(Int64(CRC32.checksum(garbage)), at: 3)
+            try statement.bind(Int64(DiskStore.checksum(key: "gzip-inline", stored: garbage)), at: 3)
         }
         try updateIndex("UPDATE entries SET encoding = 9 WHERE key = 'empty'")
         let countBefore = store.totalCount

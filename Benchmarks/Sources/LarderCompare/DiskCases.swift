@@ -80,6 +80,10 @@ func runDiskCases(_ arguments: Arguments, root: URL) throws {
             }
             report("disk.get-hit(\(label))", name, ops: n, seconds: hitSeconds)
 
+            if name == "larder", bytes <= 4_096, let disk = store as? DiskStoreContender {
+                try runParallelReads(disk.store, order: order, bytes: bytes, label: label)
+            }
+
             if bytes == 100 {
                 let misses = (0..<n).map { Workload.key("miss", label, $0) }
                 let missSeconds = try measure {
@@ -93,6 +97,27 @@ func runDiskCases(_ arguments: Arguments, root: URL) throws {
             try? FileManager.default.removeItem(at: directory)
         }
     }
+}
+
+/// Reads on two threads at once against one thread, on the same store and keys: `n` gets on
+/// one thread, then `n` gets on each of two threads (scattered orders offset from each other).
+/// Reported as the case `disk.get-hit(<size>, 2 threads)`, contenders `larder` (both threads'
+/// ops/s together) and `1thread`.
+func runParallelReads(_ store: DiskStore, order: [String], bytes: Int, label: String) throws {
+    let n = order.count
+    @Sendable func readAll(offset: Int) {
+        for step in 0..<n {
+            let key = order[(step + offset) % n]
+            guard let value = try? store.value(forKey: key), value.count == bytes else { fail("parallel read of \(key)") }
+            consume(value)
+        }
+    }
+    let one = measure { readAll(offset: 0) }
+    let two = measure {
+        DispatchQueue.concurrentPerform(iterations: 2) { thread in readAll(offset: thread * n / 2) }
+    }
+    report("disk.get-hit(\(label), 2 threads)", "1thread", ops: n, seconds: one)
+    report("disk.get-hit(\(label), 2 threads)", "larder", ops: 2 * n, seconds: two)
 }
 
 /// Entry counts of the open-time cases.

@@ -1,17 +1,39 @@
 import CSQLite
 import Foundation
 
-/// The SQLite side of the disk tier: schema, prepared statements and row operations.
+/// The writing side of the disk tier's SQLite index: schema, migrations, and the row writes.
 ///
-/// Not thread-safe: a ``DiskStore`` keeps its one `DiskIndex` behind a lock. Every statement is
+/// Not thread-safe: a ``DiskStore`` keeps its one `DiskIndex` (the one writer connection)
+/// behind a lock; reads go through ``DiskIndexReader``s of their own. Every statement is
 /// prepared once and reused; no SQL is ever built from keys or values.
+///
+/// Schema 2 (this version):
+/// - `entries`: one row per entry (key, blob file or inline data, sizes, encoding, checksum,
+///   dates, metadata). A read changes nothing in it.
+/// - `access (entry, seq, accessed)`: the recency of each entry apart from its row, so that
+///   recording reads rewrites a narrow row instead of the entry (inline data included).
+///   `seq` is a store-wide sequence in the order of reads and writes (not of their
+///   millisecond): eviction takes the lowest first. New numbers continue from the high-water
+///   mark `totals.seq` inside the write transaction, so they stay monotonic across processes and
+///   reopens (it lives in the totals row, whose page every write rewrites anyway, so keeping it
+///   costs no extra page in the WAL). `seq` has no index (ranking a read is one update by row id): eviction scans for
+///   the lowest 256 once and keeps them as candidates, which stay exactly the least recent
+///   ones because numbers only grow — a candidate whose number changed (read again, or its row
+///   id reused) is dropped when it is checked.
+/// - `crc_kind`: 1 = CRC-32C of the key's UTF-8 bytes followed by the stored bytes (the key is
+///   covered, so a row moved to another key fails its check without a digest); 0 = the CRC-32
+///   (zlib) of the stored bytes alone, as schema 1 wrote it (the row's `hash` must then match
+///   the key's digest).
 final class DiskIndex {
-    static let schemaVersion: Int64 = 1
+    static let schemaVersion: Int64 = 2
 
     /// A row as the read path needs it.
     struct Location {
-        /// The digest of the key the row was written for (checked against the key read).
-        var hash: String
+        /// The row's id, which names its `access` row.
+        var rowID: Int64
+        /// The digest of the key the row was written for; read only for schema-1 rows
+        /// (``crcKind`` 0), whose checksum does not cover the key.
+        var hash: String?
         var file: String?
         /// The `file` column's bytes exactly as stored (a damaged column may not be valid UTF-8,
         /// so `file` alone cannot identify the row again).
@@ -20,6 +42,7 @@ final class DiskIndex {
         var originalSize: Int
         var encodingCode: Int64
         var crc: UInt32
+        var crcKind: Int64
         var created: Int64
         var expires: Int64?
         var inlineData: Data?
@@ -36,33 +59,54 @@ final class DiskIndex {
         var encoding: DiskStore.Encoding
         var crc: UInt32
         var created: Int64
-        var accessed: Int64
-        var sequence: Int64
         var expires: Int64?
         var inlineData: Data?
         var metadata: Data?
     }
 
-    let connection: SQLiteConnection
+    /// An entry eviction may remove.
+    struct EvictionCandidate {
+        var rowID: Int64
+        var key: String
+        var file: String?
+        var size: Int
+    }
 
-    private let selectLocation: SQLiteStatement
-    private let selectAttributes: SQLiteStatement
+    /// One recorded read: the entry's row id and the time of the read.
+    struct Access {
+        var rowID: Int64
+        var time: Int64
+    }
+
+    let connection: SQLiteConnection
+    /// The read statements, on this (the writer's) connection.
+    let reads: DiskIndexReader
+    /// The least recently used entries found by the last scan of `access`, oldest first:
+    /// `(row id, seq)`. Only candidates found changed or gone are dropped, so a transaction that
+    /// rolls back after evicting some loses none.
+    private var candidates: [(rowID: Int64, sequence: Int64)] = []
+    private var candidateStart = 0
+    /// Candidates one scan of `access` keeps.
+    static let candidateCount = 256
+
     private let selectFile: SQLiteStatement
     private let upsert: SQLiteStatement
+    private let upsertAccess: SQLiteStatement
+    private let touchAccess: SQLiteStatement
+    private let selectSequence: SQLiteStatement
+    private let updateSequence: SQLiteStatement
     private let deleteKey: SQLiteStatement
+    private let deleteRowID: SQLiteStatement
     private let deleteIfUnchanged: SQLiteStatement
     private let deleteExpiredBatch: SQLiteStatement
-    private let selectLeastRecent: SQLiteStatement
-    private let updateAccess: SQLiteStatement
-    private let selectTotals: SQLiteStatement
-    private let selectKeys: SQLiteStatement
-    private let selectKeysInRange: SQLiteStatement
+    private let selectLowestRanked: SQLiteStatement
+    private let selectCandidate: SQLiteStatement
+    private let selectUnranked: SQLiteStatement
     private let selectMeta: SQLiteStatement
     private let upsertMeta: SQLiteStatement
     private let deleteAllEntries: SQLiteStatement
-    private let selectAllFiles: SQLiteStatement
 
-    /// Opens (creating when new) the index at `path`.
+    /// Opens (creating when new, upgrading when older) the index at `path`.
     ///
     /// - Throws: ``StorageError/sqlite(code:message:sql:)`` (check `isDatabaseCorruption`), or
     ///   ``ForeignIndexError`` when the file is a database of some other schema.
@@ -80,21 +124,32 @@ final class DiskIndex {
         // stays in memory instead of being read back page by page.
         try connection.execute("PRAGMA cache_size = -16384")
         try Self.migrate(connection)
+        reads = try DiskIndexReader(connection: connection)
 
-        let columns = "key, hash, file, size, original_size, encoding, crc, created, accessed, seq, expires, data, metadata"
-        selectLocation = try connection.statement(
-            "SELECT file, size, original_size, encoding, crc, created, expires, data, hash, metadata FROM entries WHERE key = ?")
-        selectAttributes = try connection.statement(
-            "SELECT key, size, original_size, encoding, file IS NULL, created, accessed, expires, metadata FROM entries WHERE key = ?")
+        let columns = "key, hash, file, size, original_size, encoding, crc, crc_kind, created, accessed, seq, expires, data, metadata"
         selectFile = try connection.statement("SELECT file FROM entries WHERE key = ?")
+        // `accessed` and `seq` in `entries` are schema 1's; schema 2 keeps recency in `access`.
         upsert = try connection.statement("""
-            INSERT INTO entries (\(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO entries (\(columns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8, ?8, 0, ?9, ?10, ?11)
             ON CONFLICT (key) DO UPDATE SET hash = excluded.hash, file = excluded.file, size = excluded.size,
                 original_size = excluded.original_size, encoding = excluded.encoding, crc = excluded.crc,
-                created = excluded.created, accessed = excluded.accessed, seq = excluded.seq,
+                crc_kind = excluded.crc_kind, created = excluded.created, accessed = excluded.accessed,
                 expires = excluded.expires, data = excluded.data, metadata = excluded.metadata
+            RETURNING rowid
             """)
+        upsertAccess = try connection.statement("""
+            INSERT INTO access (entry, seq, accessed) VALUES (?, ?, ?)
+            ON CONFLICT (entry) DO UPDATE SET seq = excluded.seq, accessed = excluded.accessed
+            """)
+        // A plain update by row id (no upsert: that would need a statement journal): a read
+        // recorded for a row deleted since changes nothing, and `max` keeps a row id reused by a
+        // newer entry from moving back.
+        selectSequence = try connection.statement("SELECT seq FROM totals WHERE id = 0")
+        updateSequence = try connection.statement("UPDATE totals SET seq = ? WHERE id = 0")
+        touchAccess = try connection.statement(
+            "UPDATE access SET seq = max(seq, ?2), accessed = max(accessed, ?3) WHERE entry = ?1")
         deleteKey = try connection.statement("DELETE FROM entries WHERE key = ? RETURNING file")
+        deleteRowID = try connection.statement("DELETE FROM entries WHERE rowid = ? RETURNING file")
         deleteIfUnchanged = try connection.statement(
             "DELETE FROM entries WHERE key = ? AND created = ? AND crc = ? AND file IS CAST(? AS TEXT) RETURNING file")
         deleteExpiredBatch = try connection.statement("""
@@ -102,19 +157,20 @@ final class DiskIndex {
                 (SELECT rowid FROM entries WHERE expires IS NOT NULL AND expires <= ? LIMIT ?)
             RETURNING file
             """)
-        selectLeastRecent = try connection.statement(
-            "SELECT key, file, size FROM entries WHERE key <> ? ORDER BY accessed, seq LIMIT ?")
-        updateAccess = try connection.statement("UPDATE entries SET accessed = ?, seq = ? WHERE key = ?")
-        selectTotals = try connection.statement("SELECT count, size FROM totals WHERE id = 0")
-        selectKeys = try connection.statement(
-            "SELECT key FROM entries WHERE expires IS NULL OR expires > ? ORDER BY key")
-        selectKeysInRange = try connection.statement(
-            "SELECT key FROM entries WHERE key >= ? AND key < ? AND (expires IS NULL OR expires > ?) ORDER BY key")
+        // A scan of the narrow table with a top-N sort: run once per `candidateCount` evictions.
+        selectLowestRanked = try connection.statement("SELECT entry, seq FROM access ORDER BY seq LIMIT ?")
+        selectCandidate = try connection.statement("""
+            SELECT e.rowid, e.key, e.file, e.size, a.seq FROM access AS a CROSS JOIN entries AS e ON e.rowid = a.entry
+            WHERE a.entry = ?
+            """)
+        // Entries without an access row (none in a healthy index) rank below every other.
+        selectUnranked = try connection.statement("""
+            SELECT rowid, key, file, size FROM entries WHERE key IS NOT ? AND rowid NOT IN (SELECT entry FROM access) LIMIT ?
+            """)
         selectMeta = try connection.statement("SELECT value FROM meta WHERE name = ?")
         upsertMeta = try connection.statement(
             "INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value")
         deleteAllEntries = try connection.statement("DELETE FROM entries RETURNING file")
-        selectAllFiles = try connection.statement("SELECT file FROM entries WHERE file IS NOT NULL")
     }
 
     /// Runs `body` again while it fails with `SQLITE_BUSY` or `SQLITE_LOCKED`, backing off from
@@ -134,143 +190,111 @@ final class DiskIndex {
         }
     }
 
-    /// Creates the schema in a new database, or checks that an existing one is ours.
+    // MARK: - Schema
+
+    /// Schema 1, as version 1 of the store created it; a new index is created as schema 1 and
+    /// then upgraded, so new and upgraded indexes have exactly one shape.
+    private static let schema1 = """
+        CREATE TABLE entries (
+            key TEXT NOT NULL UNIQUE,
+            hash TEXT NOT NULL,
+            file TEXT,
+            size INTEGER NOT NULL,
+            original_size INTEGER NOT NULL,
+            encoding INTEGER NOT NULL,
+            crc INTEGER NOT NULL,
+            created INTEGER NOT NULL,
+            accessed INTEGER NOT NULL,
+            seq INTEGER NOT NULL,
+            expires INTEGER,
+            data BLOB,
+            metadata BLOB
+        );
+        CREATE INDEX entries_by_access ON entries (accessed, seq);
+        CREATE INDEX entries_by_expiry ON entries (expires) WHERE expires IS NOT NULL;
+        CREATE TABLE totals (id INTEGER PRIMARY KEY CHECK (id = 0), count INTEGER NOT NULL, size INTEGER NOT NULL);
+        INSERT INTO totals (id, count, size) VALUES (0, 0, 0);
+        CREATE TABLE meta (name TEXT PRIMARY KEY, value) WITHOUT ROWID;
+        CREATE TRIGGER entries_insert AFTER INSERT ON entries BEGIN
+            UPDATE totals SET count = count + 1, size = size + NEW.size WHERE id = 0;
+        END;
+        CREATE TRIGGER entries_delete AFTER DELETE ON entries BEGIN
+            UPDATE totals SET count = count - 1, size = size - OLD.size WHERE id = 0;
+        END;
+        CREATE TRIGGER entries_resize AFTER UPDATE OF size ON entries WHEN NEW.size <> OLD.size BEGIN
+            UPDATE totals SET size = size + NEW.size - OLD.size WHERE id = 0;
+        END;
+        PRAGMA user_version = 1;
+        """
+
+    /// Schema 1 → 2: CRC-32C rows (`crc_kind`), recency in `access` ranked by the old
+    /// `(accessed, seq)` order, whose index goes. Row data is not rewritten: old rows keep their
+    /// CRC-32 and are verified with it, so the upgrade costs one pass over the narrow columns.
+    private static let upgrade1To2 = """
+        ALTER TABLE entries ADD COLUMN crc_kind INTEGER NOT NULL DEFAULT 0;
+        CREATE TABLE access (entry INTEGER PRIMARY KEY, seq INTEGER NOT NULL, accessed INTEGER NOT NULL);
+        INSERT INTO access (entry, seq, accessed)
+            SELECT rowid, row_number() OVER (ORDER BY accessed, seq), accessed FROM entries;
+        ALTER TABLE totals ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+        UPDATE totals SET seq = (SELECT coalesce(max(seq), 0) FROM access) WHERE id = 0;
+        DROP INDEX entries_by_access;
+        CREATE TRIGGER entries_forget_access AFTER DELETE ON entries BEGIN
+            DELETE FROM access WHERE entry = OLD.rowid;
+        END;
+        PRAGMA user_version = 2;
+        """
+
+    /// Creates the schema in a new database, upgrades an older one, or checks that an existing
+    /// one is ours.
     private static func migrate(_ connection: SQLiteConnection) throws {
         let version = try connection.scalarInt64("PRAGMA user_version") ?? 0
         if version == schemaVersion { return }
-        guard version == 0 else { throw ForeignIndexError(reason: "schema version \(version) is not \(schemaVersion)") }
+        guard (0..<schemaVersion).contains(version) else {
+            throw ForeignIndexError(reason: "schema version \(version) is not \(schemaVersion)")
+        }
         try connection.transaction {
-            // Another process may have created the schema between the check above and this
-            // write lock: that is our schema, not a foreign one (moving it aside would split the
-            // two processes onto different files).
-            let current = try connection.scalarInt64("PRAGMA user_version") ?? 0
+            // Another process may have created or upgraded the schema between the check above
+            // and this write lock: that is our schema, not a foreign one (moving it aside would
+            // split the two processes onto different files).
+            var current = try connection.scalarInt64("PRAGMA user_version") ?? 0
             if current == schemaVersion { return }
-            guard current == 0 else { throw ForeignIndexError(reason: "schema version \(current) is not \(schemaVersion)") }
-            let objects = try connection.scalarInt64("SELECT count(*) FROM sqlite_schema") ?? 0
-            guard objects == 0 else {
-                throw ForeignIndexError(reason: "the database holds \(objects) objects of another schema")
+            guard (0..<schemaVersion).contains(current) else {
+                throw ForeignIndexError(reason: "schema version \(current) is not \(schemaVersion)")
             }
-            try connection.execute("""
-                CREATE TABLE entries (
-                    key TEXT NOT NULL UNIQUE,
-                    hash TEXT NOT NULL,
-                    file TEXT,
-                    size INTEGER NOT NULL,
-                    original_size INTEGER NOT NULL,
-                    encoding INTEGER NOT NULL,
-                    crc INTEGER NOT NULL,
-                    created INTEGER NOT NULL,
-                    accessed INTEGER NOT NULL,
-                    seq INTEGER NOT NULL,
-                    expires INTEGER,
-                    data BLOB,
-                    metadata BLOB
-                );
-                CREATE INDEX entries_by_access ON entries (accessed, seq);
-                CREATE INDEX entries_by_expiry ON entries (expires) WHERE expires IS NOT NULL;
-                CREATE TABLE totals (id INTEGER PRIMARY KEY CHECK (id = 0), count INTEGER NOT NULL, size INTEGER NOT NULL);
-                INSERT INTO totals (id, count, size) VALUES (0, 0, 0);
-                CREATE TABLE meta (name TEXT PRIMARY KEY, value) WITHOUT ROWID;
-                CREATE TRIGGER entries_insert AFTER INSERT ON entries BEGIN
-                    UPDATE totals SET count = count + 1, size = size + NEW.size WHERE id = 0;
-                END;
-                CREATE TRIGGER entries_delete AFTER DELETE ON entries BEGIN
-                    UPDATE totals SET count = count - 1, size = size - OLD.size WHERE id = 0;
-                END;
-                CREATE TRIGGER entries_resize AFTER UPDATE OF size ON entries WHEN NEW.size <> OLD.size BEGIN
-                    UPDATE totals SET size = size + NEW.size - OLD.size WHERE id = 0;
-                END;
-                PRAGMA user_version = \(schemaVersion);
-                """)
+            if current == 0 {
+                let objects = try connection.scalarInt64("SELECT count(*) FROM sqlite_schema") ?? 0
+                guard objects == 0 else {
+                    throw ForeignIndexError(reason: "the database holds \(objects) objects of another schema")
+                }
+                try connection.execute(schema1)
+                current = 1
+            }
+            if current == 1 {
+                try connection.execute(upgrade1To2)
+            }
         }
     }
 
-    // MARK: - Reads
-
-    func location(forKey key: String) throws -> Location? {
-        try selectLocation.withReset { statement in
-            try statement.bind(key, at: 1)
-            guard try statement.step() else { return nil }
-            return Location(
-                hash: statement.string(8),
-                file: statement.optionalString(0),
-                fileBytes: statement.data(0),
-                size: Int(statement.int64(1)),
-                originalSize: Int(statement.int64(2)),
-                encodingCode: statement.int64(3),
-                crc: UInt32(truncatingIfNeeded: statement.int64(4)),
-                created: statement.int64(5),
-                expires: statement.optionalInt64(6),
-                inlineData: statement.data(7),
-                metadata: statement.data(9))
-        }
-    }
-
-    func attributes(forKey key: String) throws -> (attributes: DiskStore.Attributes, expires: Int64?)? {
-        try selectAttributes.withReset { statement in
-            try statement.bind(key, at: 1)
-            guard try statement.step() else { return nil }
-            let expires = statement.optionalInt64(7)
-            let attributes = DiskStore.Attributes(
-                key: statement.string(0),
-                size: Int(statement.int64(1)),
-                originalSize: Int(statement.int64(2)),
-                encoding: DiskStore.Encoding(rawValue: Int(statement.int64(3))) ?? .raw,
-                isInline: statement.int64(4) != 0,
-                creationDate: Date(milliseconds: statement.int64(5)),
-                accessDate: Date(milliseconds: statement.int64(6)),
-                expirationDate: expires.map(Date.init(milliseconds:)),
-                metadata: statement.data(8))
-            return (attributes, expires)
-        }
-    }
+    // MARK: - Reads on the writer's connection
 
     func totals() throws -> (count: Int, size: Int) {
-        try selectTotals.withReset { statement in
-            guard try statement.step() else {
-                throw StorageError.sqlite(code: SQLITE_CORRUPT, message: "the totals row is missing", sql: statement.sql)
-            }
-            return (Int(statement.int64(0)), Int(statement.int64(1)))
-        }
-    }
-
-    func keys(now: Int64) throws -> [String] {
-        try selectKeys.withReset { statement in
-            try statement.bind(now, at: 1)
-            var keys: [String] = []
-            while try statement.step() { keys.append(statement.string(0)) }
-            return keys
-        }
-    }
-
-    /// Keys that start with `prefix` (a range scan on the key index), not expired at `now`.
-    func keys(withPrefix prefix: String, now: Int64) throws -> [String] {
-        // Every key with the prefix sorts at or after the prefix and before prefix + U+10FFFF.
-        try selectKeysInRange.withReset { statement in
-            try statement.bind(prefix, at: 1)
-            try statement.bind(prefix + "\u{10FFFF}", at: 2)
-            try statement.bind(now, at: 3)
-            var keys: [String] = []
-            while try statement.step() {
-                let key = statement.string(0)
-                if key.hasPrefix(prefix) { keys.append(key) }
-            }
-            return keys
-        }
-    }
-
-    func allFiles() throws -> Set<String> {
-        try selectAllFiles.withReset { statement in
-            var files = Set<String>()
-            while try statement.step() { files.insert(statement.string(0)) }
-            return files
-        }
+        try reads.totals()
     }
 
     func meta(_ name: String) throws -> Int64? {
         try selectMeta.withReset { statement in
             try statement.bind(name, at: 1)
             return try statement.step() ? statement.optionalInt64(0) : nil
+        }
+    }
+
+    /// The highest recency number handed out (0 in an empty index).
+    func maxSequence() throws -> Int64 {
+        try selectSequence.withReset { statement in
+            guard try statement.step() else {
+                throw StorageError.sqlite(code: SQLITE_CORRUPT, message: "the totals row is missing", sql: statement.sql)
+            }
+            return statement.int64(0)
         }
     }
 
@@ -293,8 +317,9 @@ final class DiskIndex {
         }
     }
 
-    func write(_ row: Row) throws {
-        try upsert.withReset { statement in
+    /// Inserts or replaces the row for `row.key` and ranks it most recent with `sequence`.
+    func write(_ row: Row, sequence: Int64) throws {
+        let rowID = try upsert.withReset { statement in
             try statement.bind(row.key, at: 1)
             try statement.bind(row.hash, at: 2)
             if let file = row.file { try statement.bind(file, at: 3) } else { try statement.bindNull(at: 3) }
@@ -303,13 +328,49 @@ final class DiskIndex {
             try statement.bind(Int64(row.encoding.rawValue), at: 6)
             try statement.bind(Int64(row.crc), at: 7)
             try statement.bind(row.created, at: 8)
-            try statement.bind(row.accessed, at: 9)
-            try statement.bind(row.sequence, at: 10)
-            try statement.bind(row.expires, at: 11)
-            try statement.bind(row.inlineData, at: 12)
-            try statement.bind(row.metadata, at: 13)
+            try statement.bind(row.expires, at: 9)
+            try statement.bind(row.inlineData, at: 10)
+            try statement.bind(row.metadata, at: 11)
+            guard try statement.step() else {
+                throw StorageError.sqlite(code: SQLITE_CORRUPT, message: "the upsert returned no row", sql: statement.sql)
+            }
+            let rowID = statement.int64(0)
+            while try statement.step() {}
+            return rowID
+        }
+        try upsertAccess.withReset { statement in
+            try statement.bind(rowID, at: 1)
+            try statement.bind(sequence, at: 2)
+            try statement.bind(row.created, at: 3)
             try statement.step()
         }
+    }
+
+    /// Ranks recorded reads in their order, after everything already ranked, then reserves
+    /// `reserving` more numbers; returns the last number used or reserved. An entry read several
+    /// times is ranked once, at its last read.
+    @discardableResult
+    func recordAccesses(_ accesses: [Access], reserving: Int64 = 0) throws -> Int64 {
+        guard !accesses.isEmpty || reserving > 0 else { return try maxSequence() }
+        var sequence = try maxSequence()
+        var last: [Int64: Int] = [:]
+        last.reserveCapacity(accesses.count)
+        for (position, access) in accesses.enumerated() { last[access.rowID] = position }
+        for (position, access) in accesses.enumerated() where last[access.rowID] == position {
+            sequence += 1
+            try touchAccess.withReset { statement in
+                try statement.bind(access.rowID, at: 1)
+                try statement.bind(sequence, at: 2)
+                try statement.bind(access.time, at: 3)
+                try statement.step()
+            }
+        }
+        sequence += reserving
+        try updateSequence.withReset { statement in
+            try statement.bind(sequence, at: 1)
+            try statement.step()
+        }
+        return sequence
     }
 
     /// Deletes the row for `key`; returns whether one existed and its blob file.
@@ -346,25 +407,78 @@ final class DiskIndex {
         }
     }
 
-    /// The least recently used rows, oldest first, skipping `excludedKey`.
-    func leastRecentlyUsed(limit: Int, excluding excludedKey: String) throws -> [(key: String, file: String?, size: Int)] {
-        try selectLeastRecent.withReset { statement in
-            try statement.bind(excludedKey, at: 1)
-            try statement.bind(Int64(limit), at: 2)
-            var rows: [(key: String, file: String?, size: Int)] = []
-            while try statement.step() {
-                rows.append((statement.string(0), statement.optionalString(1), Int(statement.int64(2))))
+    /// Up to `limit` of the least recently used rows, oldest first, skipping `excludedKey`;
+    /// rows without an access row come after the ranked ones run out. Call again after
+    /// deleting the rows returned, until it returns none.
+    func leastRecentlyUsed(limit: Int, excluding excludedKey: String?) throws -> [EvictionCandidate] {
+        var rows: [EvictionCandidate] = []
+        for pass in 0..<2 {
+            if pass == 1 {
+                guard rows.isEmpty else { break }
+                try scanCandidates()
             }
+            // Candidates found gone or changed at the front are dropped; valid ones stay until
+            // found gone (deleting them is the caller's transaction, which may roll back).
+            var position = candidateStart
+            var atFront = true
+            while rows.count < limit && position < candidates.count {
+                let candidate = candidates[position]
+                position += 1
+                if let row = try candidateRow(candidate) {
+                    atFront = false
+                    if row.key != excludedKey { rows.append(row) }
+                } else if atFront {
+                    candidateStart = position
+                }
+            }
+        }
+        return rows.isEmpty ? try unranked(limit: limit, excluding: excludedKey) : rows
+    }
+
+    /// The candidate's entry, if its access row still holds the number it was found with.
+    private func candidateRow(_ candidate: (rowID: Int64, sequence: Int64)) throws -> EvictionCandidate? {
+        try selectCandidate.withReset { statement in
+            try statement.bind(candidate.rowID, at: 1)
+            guard try statement.step(), statement.int64(4) == candidate.sequence else { return nil }
+            return Self.evictionCandidate(statement)
+        }
+    }
+
+    private static func evictionCandidate(_ statement: SQLiteStatement) -> EvictionCandidate {
+        EvictionCandidate(
+            rowID: statement.int64(0), key: statement.string(1), file: statement.optionalString(2),
+            size: Int(statement.int64(3)))
+    }
+
+    private func scanCandidates() throws {
+        candidates = try selectLowestRanked.withReset { statement in
+            try statement.bind(Int64(Self.candidateCount), at: 1)
+            var found: [(rowID: Int64, sequence: Int64)] = []
+            while try statement.step() { found.append((statement.int64(0), statement.int64(1))) }
+            return found
+        }
+        candidateStart = 0
+    }
+
+    private func unranked(limit: Int, excluding excludedKey: String?) throws -> [EvictionCandidate] {
+        try selectUnranked.withReset { statement in
+            if let excludedKey { try statement.bind(excludedKey, at: 1) } else { try statement.bindNull(at: 1) }
+            try statement.bind(Int64(limit), at: 2)
+            var rows: [EvictionCandidate] = []
+            while try statement.step() { rows.append(Self.evictionCandidate(statement)) }
             return rows
         }
     }
 
-    func touch(key: String, accessed: Int64, sequence: Int64) throws {
-        try updateAccess.withReset { statement in
-            try statement.bind(accessed, at: 1)
-            try statement.bind(sequence, at: 2)
-            try statement.bind(key, at: 3)
-            try statement.step()
+    /// Deletes the row with id `rowID` (an eviction candidate); returns whether it existed and
+    /// its blob file.
+    func delete(rowID: Int64) throws -> (existed: Bool, file: String?) {
+        try deleteRowID.withReset { statement in
+            try statement.bind(rowID, at: 1)
+            guard try statement.step() else { return (false, nil) }
+            let file = statement.optionalString(0)
+            while try statement.step() {}
+            return (true, file)
         }
     }
 

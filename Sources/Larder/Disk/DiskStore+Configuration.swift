@@ -37,9 +37,12 @@ extension DiskStore {
     /// let store = try DiskStore(directory: cacheURL, configuration: configuration)
     /// ```
     public struct Configuration: Sendable {
-        /// The most bytes (stored size, after compression) the store keeps. Defaults to 256 MiB.
+        /// The most bytes (stored size, after compression) the store keeps. 0 keeps nothing: every
+        /// write is accepted and immediately evicted (see ``DiskStore/setValue(_:forKey:expiry:metadata:isCompressible:)``).
+        /// Must not be negative. Defaults to 256 MiB.
         public var sizeLimit: Int
-        /// The most entries the store keeps. Defaults to `Int.max` (no count limit).
+        /// The most entries the store keeps. 0 keeps nothing, like a ``sizeLimit`` of 0. Must not be
+        /// negative. Defaults to `Int.max` (no count limit).
         public var countLimit: Int
         /// When a write takes a total over its limit, entries are removed until the total is at
         /// or below `(1 - overflowTrimRatio) × limit`. Must be in `0..<1`; 0 removes just
@@ -52,7 +55,8 @@ extension DiskStore {
         /// Values whose stored size is below this many bytes live inline in the index row;
         /// larger ones in blob files. 0 stores every value in a file. Defaults to 16 KiB.
         public var inlineThreshold: Int
-        /// The expiry of a write that names none. Defaults to ``Expiry/never``.
+        /// The expiry of a write that names none; `.seconds` must be positive and finite. Defaults
+        /// to ``Expiry/never``.
         public var defaultExpiry: Expiry
         /// Whether writes are flushed to stable storage. Defaults to ``Durability/fast``.
         public var durability: Durability
@@ -100,8 +104,10 @@ extension DiskStore {
             func invalid(_ field: String, _ value: Any, _ reason: String) -> StorageError {
                 .invalidConfiguration(field: field, value: "\(value)", reason: reason)
             }
-            guard sizeLimit > 0 else { throw invalid("sizeLimit", sizeLimit, "must be greater than 0") }
-            guard countLimit > 0 else { throw invalid("countLimit", countLimit, "must be greater than 0") }
+            // The same rules as `MemoryStore.Configuration`: a limit of 0 is a store that keeps
+            // nothing, a negative one is a mistake.
+            guard sizeLimit >= 0 else { throw invalid("sizeLimit", sizeLimit, "must not be negative") }
+            guard countLimit >= 0 else { throw invalid("countLimit", countLimit, "must not be negative") }
             guard overflowTrimRatio >= 0, overflowTrimRatio < 1 else {
                 throw invalid("overflowTrimRatio", overflowTrimRatio, "must be in 0..<1")
             }
@@ -111,8 +117,15 @@ extension DiskStore {
             guard inlineThreshold >= 0 else {
                 throw invalid("inlineThreshold", inlineThreshold, "must not be negative")
             }
-            guard defaultExpiry.isValid else {
-                throw invalid("defaultExpiry", defaultExpiry, "must be a finite time")
+            switch defaultExpiry {
+            case .never:
+                break
+            case .seconds(let seconds):
+                guard seconds.isFinite && seconds > 0 else {
+                    throw invalid("defaultExpiry", defaultExpiry, "seconds must be positive and finite")
+                }
+            case .date:
+                guard defaultExpiry.isValid else { throw invalid("defaultExpiry", defaultExpiry, "the date must be finite") }
             }
             guard busyTimeout >= .zero else { throw invalid("busyTimeout", busyTimeout, "must not be negative") }
         }

@@ -25,7 +25,8 @@ extension DiskStore {
         /// The blob file or the inline bytes are not the size the row records (or the blob is
         /// not a regular file).
         public static let sizeMismatch = Damage("size-mismatch", "stored size differs from the index")
-        /// The stored bytes do not match the row's CRC-32.
+        /// The stored bytes (and the key) do not match the row's checksum: CRC-32C of key and
+        /// bytes, or for a row written by schema 1, CRC-32 of the bytes and the key's digest.
         public static let checksumMismatch = Damage("checksum-mismatch", "checksum mismatch")
         /// The bytes do not decompress, or not to the recorded original size.
         public static let undecodable = Damage("undecodable", "does not decompress to the recorded size")
@@ -59,7 +60,7 @@ extension DiskStore {
     }
 
     /// Checks every entry — expired ones included — the way a read would: the blob file is
-    /// present and of the recorded size (or the inline bytes are), the CRC-32 matches, and the
+    /// present and of the recorded size (or the inline bytes are), the checksum matches, and the
     /// bytes decode to the recorded original size.
     ///
     /// Without `repair` the check changes nothing: no access time, no removal (a plain read
@@ -84,7 +85,7 @@ extension DiskStore {
     public func verify(repair: Bool = false, progress: ((_ checked: Int, _ total: Int) -> Void)? = nil) throws
         -> VerificationReport
     {
-        let keys = try withIndex { try Self.liveIndex($0).allKeys() }
+        let keys = try withReader { try $0.allKeys() }
         var report = VerificationReport()
         for (position, key) in keys.enumerated() {
             try verifyEntry(forKey: key, repair: repair, into: &report)
@@ -97,9 +98,9 @@ extension DiskStore {
         // A concurrent overwrite can replace the row between the lookup and the file read;
         // damage is only reported for a row that is still the one that was read.
         for _ in 0..<3 {
-            let location = try withIndex { try Self.liveIndex($0).location(forKey: key) }
+            let location = try withReader { try $0.location(forKey: key) }
             guard let location else { return }
-            guard case .damaged(let damage) = try inspect(location) else {
+            guard case .damaged(let damage) = try inspect(location, key: key) else {
                 report.checkedCount += 1
                 report.goodCount += 1
                 return
@@ -108,7 +109,7 @@ extension DiskStore {
                 guard try drop(key: key, location: location, isRead: false) else { continue }
                 report.removedCount += 1
             } else {
-                let current = try withIndex { try Self.liveIndex($0).location(forKey: key) }
+                let current = try withReader { try $0.location(forKey: key) }
                 guard let current, current.isSameRow(as: location) else { continue }
             }
             report.checkedCount += 1
@@ -123,8 +124,9 @@ extension DiskStore {
         case damaged(Damage)
     }
 
-    /// Reads, checks and decodes the stored bytes behind `location` without changing anything.
-    func inspect(_ location: DiskIndex.Location) throws -> StoredBytes {
+    /// Reads, checks and decodes the stored bytes behind `location`, the row found for `key`,
+    /// without changing anything.
+    func inspect(_ location: DiskIndex.Location, key: String) throws -> StoredBytes {
         let stored: Data
         if let file = location.file {
             guard let bytes = try files.read(name: file, expectedSize: location.size) else {
@@ -136,7 +138,17 @@ extension DiskStore {
             guard let bytes = location.inlineData, bytes.count == location.size else { return .damaged(.sizeMismatch) }
             stored = bytes
         }
-        guard CRC32.checksum(stored) == location.crc else { return .damaged(.checksumMismatch) }
+        switch location.crcKind {
+        case 1:
+            guard Self.checksum(key: key, stored: stored) == location.crc else { return .damaged(.checksumMismatch) }
+        case 0:
+            // A schema-1 row: CRC-32 of the bytes alone, and the key digest in `hash`.
+            guard CRC32.checksum(stored) == location.crc, Self.row(location, belongsTo: key) else {
+                return .damaged(.checksumMismatch)
+            }
+        default:
+            return .damaged(.checksumMismatch)
+        }
         switch Encoding(rawValue: Int(location.encodingCode)) {
         case .raw?:
             return stored.count == location.originalSize ? .intact(stored) : .damaged(.sizeMismatch)
@@ -146,19 +158,6 @@ extension DiskStore {
             return .intact(data)
         case nil:
             return .damaged(.unknownEncoding)
-        }
-    }
-}
-
-extension DiskIndex {
-    /// Every key, expired ones included, in ascending order.
-    func allKeys() throws -> [String] {
-        // Prepared on first use (and then cached by the connection) rather than when the index
-        // opens: most stores never verify.
-        try connection.statement("SELECT key FROM entries ORDER BY key").withReset { statement in
-            var keys: [String] = []
-            while try statement.step() { keys.append(statement.string(0)) }
-            return keys
         }
     }
 }

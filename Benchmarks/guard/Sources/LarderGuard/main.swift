@@ -1,0 +1,97 @@
+// LarderGuard: one operation, a fixed number of times, inside `callgrindMeasuredRegion` so that
+// callgrind (`--toggle-collect='*callgrindMeasuredRegion*'`) counts only the operations, not the setup.
+//
+//   LarderGuard <operation> <iterations> <directory>
+//
+// Operations: disk-get-hit, disk-get-miss, disk-set (100 B values, inline), memory-hit,
+// memory-insert (an insert that evicts). Setup is the same every run: fixed keys and values, a
+// fresh directory, SWIFT_DETERMINISTIC_HASHING=1 set by the script.
+import Foundation
+import Larder
+
+let arguments = CommandLine.arguments
+guard arguments.count == 4, let iterations = Int(arguments[2]), iterations > 0 else {
+    FileHandle.standardError.write(Data("usage: LarderGuard <operation> <iterations> <directory>\n".utf8))
+    exit(2)
+}
+let operation = arguments[1]
+let directory = URL(fileURLWithPath: arguments[3])
+let residents = 1_000
+
+func value(_ index: Int) -> Data {
+    var bytes = [UInt8](repeating: 0x5A, count: 100)
+    withUnsafeBytes(of: UInt64(index).littleEndian) { for (offset, byte) in $0.enumerated() { bytes[offset] = byte } }
+    return Data(bytes)
+}
+
+func key(_ prefix: String, _ index: Int) -> String { "\(prefix)-\(index)" }
+
+final class Box {}
+
+/// The prepared state of one operation and the closure that runs it once per index.
+nonisolated(unsafe) var body: (Int) throws -> Void = { _ in }
+nonisolated(unsafe) var checks: () throws -> Void = {}
+
+func makeDiskStore() throws -> DiskStore {
+    try? FileManager.default.removeItem(at: directory)
+    var configuration = DiskStore.Configuration()
+    configuration.logHandler = nil
+    let store = try DiskStore(directory: directory, configuration: configuration)
+    for index in 0..<residents { try store.setValue(value(index), forKey: key("k", index)) }
+    return store
+}
+
+switch operation {
+case "disk-get-hit":
+    let store = try makeDiskStore()
+    body = { index in
+        guard try store.value(forKey: key("k", index * 7_919 % residents))?.count == 100 else { fatalError("miss") }
+    }
+case "disk-get-miss":
+    let store = try makeDiskStore()
+    body = { index in
+        guard try store.value(forKey: key("absent", index)) == nil else { fatalError("hit") }
+    }
+case "disk-set":
+    let store = try makeDiskStore()
+    let values = (0..<iterations).map(value)
+    let keys = (0..<iterations).map { key("new", $0) }
+    body = { index in try store.setValue(values[index], forKey: keys[index]) }
+    checks = { guard store.totalCount == residents + iterations else { fatalError("count") } }
+case "memory-hit":
+    let store = try MemoryStore<String, Box>(configuration: .init(countLimit: residents))
+    let keys = (0..<residents).map { key("memory-key", $0) }
+    let box = Box()
+    for name in keys { store.setValue(box, forKey: name) }
+    body = { index in
+        guard store.value(forKey: keys[index * 7_919 % residents]) != nil else { fatalError("miss") }
+    }
+case "memory-insert":
+    let store = try MemoryStore<String, Box>(configuration: .init(countLimit: residents, overflowTrimRatio: 0))
+    let keys = (0..<(2 * residents)).map { key("memory-key", $0) }
+    let box = Box()
+    for index in 0..<residents { store.setValue(box, forKey: keys[index]) }
+    var next = residents
+    body = { _ in
+        store.setValue(box, forKey: keys[next % keys.count])
+        next += 1
+    }
+default:
+    FileHandle.standardError.write(Data("LarderGuard: unknown operation \(operation)\n".utf8))
+    exit(2)
+}
+
+/// The measured region: callgrind collects only while this function is on the stack (the run
+/// script toggles on `*callgrindMeasuredRegion*`, which matches its mangled name).
+@inline(never)
+func callgrindMeasuredRegion(_ iterations: Int) {
+    do {
+        for index in 0..<iterations { try body(index) }
+    } catch {
+        fatalError("\(error)")
+    }
+}
+
+callgrindMeasuredRegion(iterations)
+try checks()
+try? FileManager.default.removeItem(at: directory)

@@ -1,0 +1,154 @@
+import CSQLite
+import Foundation
+
+/// The read statements of the disk tier's index, on one connection: the writer's own, or one
+/// of the read-only connections a ``DiskStore`` pools so that reads on different threads run in
+/// parallel (WAL lets readers proceed beside the writer and each other).
+///
+/// Not thread-safe: one thread uses it at a time (the store's lock for the writer's, a
+/// check-out from the pool for the others). Every statement is prepared once.
+final class DiskIndexReader {
+    let connection: SQLiteConnection
+
+    private let selectLocation: SQLiteStatement
+    private let selectAttributes: SQLiteStatement
+    private let selectExpiry: SQLiteStatement
+    private let selectTotals: SQLiteStatement
+    private let selectKeys: SQLiteStatement
+    private let selectKeysInRange: SQLiteStatement
+
+    /// Prepares the read statements on `connection` (whose schema must be current).
+    init(connection: SQLiteConnection) throws {
+        self.connection = connection
+        // One descent of the unique key index, then the row by id; the key digest is read only
+        // for schema-1 rows (see `location(forKey:)`).
+        selectLocation = try connection.statement("""
+            SELECT rowid, file, size, original_size, encoding, crc, crc_kind, created, expires, data, metadata, hash
+            FROM entries WHERE key = ?
+            """)
+        selectAttributes = try connection.statement("""
+            SELECT e.key, e.size, e.original_size, e.encoding, e.file IS NULL, e.created, coalesce(a.accessed, e.accessed),
+                e.expires, e.metadata
+            FROM entries AS e LEFT JOIN access AS a ON a.entry = e.rowid WHERE e.key = ?
+            """)
+        selectExpiry = try connection.statement("SELECT expires FROM entries WHERE key = ?")
+        selectTotals = try connection.statement("SELECT count, size FROM totals WHERE id = 0")
+        selectKeys = try connection.statement(
+            "SELECT key FROM entries WHERE expires IS NULL OR expires > ? ORDER BY key")
+        selectKeysInRange = try connection.statement(
+            "SELECT key FROM entries WHERE key >= ? AND key < ? AND (expires IS NULL OR expires > ?) ORDER BY key")
+    }
+
+    /// Opens a pooled read connection to the index at `path`.
+    convenience init(path: String, busyTimeout: Duration) throws {
+        let connection = try SQLiteConnection(path: path, busyTimeout: busyTimeout)
+        try connection.execute("PRAGMA query_only = 1")
+        try connection.execute("PRAGMA cache_size = -16384")
+        try self.init(connection: connection)
+    }
+
+    func location(forKey key: String) throws -> DiskIndex.Location? {
+        try selectLocation.withReset { statement in
+            try statement.bind(key, at: 1)
+            guard try statement.step() else { return nil }
+            let crcKind = statement.int64(6)
+            return DiskIndex.Location(
+                rowID: statement.int64(0),
+                hash: crcKind == 0 ? statement.string(11) : nil,
+                file: statement.optionalString(1),
+                fileBytes: statement.data(1),
+                size: Int(statement.int64(2)),
+                originalSize: Int(statement.int64(3)),
+                encodingCode: statement.int64(4),
+                crc: UInt32(truncatingIfNeeded: statement.int64(5)),
+                crcKind: crcKind,
+                created: statement.int64(7),
+                expires: statement.optionalInt64(8),
+                inlineData: statement.data(9),
+                metadata: statement.data(10))
+        }
+    }
+
+    /// Whether a row exists for `key`, and its expiry.
+    func expiry(forKey key: String) throws -> Int64?? {
+        try selectExpiry.withReset { statement in
+            try statement.bind(key, at: 1)
+            guard try statement.step() else { return nil }
+            return .some(statement.optionalInt64(0))
+        }
+    }
+
+    func attributes(forKey key: String) throws -> (attributes: DiskStore.Attributes, expires: Int64?)? {
+        try selectAttributes.withReset { statement in
+            try statement.bind(key, at: 1)
+            guard try statement.step() else { return nil }
+            let expires = statement.optionalInt64(7)
+            let attributes = DiskStore.Attributes(
+                key: statement.string(0),
+                size: Int(statement.int64(1)),
+                originalSize: Int(statement.int64(2)),
+                encoding: DiskStore.Encoding(rawValue: Int(statement.int64(3))) ?? .raw,
+                isInline: statement.int64(4) != 0,
+                creationDate: Date(milliseconds: statement.int64(5)),
+                accessDate: Date(milliseconds: statement.int64(6)),
+                expirationDate: expires.map(Date.init(milliseconds:)),
+                metadata: statement.data(8))
+            return (attributes, expires)
+        }
+    }
+
+    func totals() throws -> (count: Int, size: Int) {
+        try selectTotals.withReset { statement in
+            guard try statement.step() else {
+                throw StorageError.sqlite(code: SQLITE_CORRUPT, message: "the totals row is missing", sql: statement.sql)
+            }
+            return (Int(statement.int64(0)), Int(statement.int64(1)))
+        }
+    }
+
+    func keys(now: Int64) throws -> [String] {
+        try selectKeys.withReset { statement in
+            try statement.bind(now, at: 1)
+            var keys: [String] = []
+            while try statement.step() { keys.append(statement.string(0)) }
+            return keys
+        }
+    }
+
+    /// Keys that start with `prefix` (a range scan on the key index), not expired at `now`.
+    func keys(withPrefix prefix: String, now: Int64) throws -> [String] {
+        // Every key with the prefix sorts at or after the prefix and before prefix + U+10FFFF.
+        try selectKeysInRange.withReset { statement in
+            try statement.bind(prefix, at: 1)
+            try statement.bind(prefix + "\u{10FFFF}", at: 2)
+            try statement.bind(now, at: 3)
+            var keys: [String] = []
+            while try statement.step() {
+                let key = statement.string(0)
+                if key.hasPrefix(prefix) { keys.append(key) }
+            }
+            return keys
+        }
+    }
+
+    /// Every blob file the index names (for the orphan sweep; prepared on first use).
+    func allFiles() throws -> Set<String> {
+        try connection.statement("SELECT file FROM entries WHERE file IS NOT NULL").withReset { statement in
+            var files = Set<String>()
+            while try statement.step() { files.insert(statement.string(0)) }
+            return files
+        }
+    }
+
+    /// Every key, expired ones included, in ascending order (for `verify`; prepared on first use).
+    func allKeys() throws -> [String] {
+        try connection.statement("SELECT key FROM entries ORDER BY key").withReset { statement in
+            var keys: [String] = []
+            while try statement.step() { keys.append(statement.string(0)) }
+            return keys
+        }
+    }
+}
+
+@available(*, unavailable)
+extension DiskIndexReader: Sendable {}

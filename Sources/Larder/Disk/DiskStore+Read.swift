@@ -1,0 +1,166 @@
+public import Foundation
+
+// Reads: values, entries, attributes, keys and totals.
+extension DiskStore {
+    /// The value stored for `key`, or `nil` when there is none, it expired, or its bytes are
+    /// damaged (the damaged entry is then removed).
+    ///
+    /// Runs on a pooled read connection: reads on other threads, and the writer, do not wait
+    /// for it. The read is recorded in memory for least-recently-used order; nothing is written
+    /// to the entry's row.
+    ///
+    /// - Complexity: One lookup of the key index, plus one file read for a value stored in a
+    ///   file, and a checksum of the bytes.
+    public func value(forKey key: String) throws -> Data? {
+        try dataWithEntryLocation(forKey: key)?.data
+    }
+
+    /// The value for `key` together with its expiration date.
+    ///
+    /// - Returns: `nil` on a miss, like ``value(forKey:)``.
+    public func entry(forKey key: String) throws -> TierEntry? {
+        try dataWithEntryLocation(forKey: key).map {
+            TierEntry(data: $0.data, expirationDate: $0.location.expires.map(Date.init(milliseconds:)), metadata: $0.location.metadata)
+        }
+    }
+
+    func dataWithEntryLocation(forKey key: String) throws -> (data: Data, location: DiskIndex.Location)? {
+        // A concurrent overwrite can replace the file between the lookup and the read; the
+        // row check in `drop` notices and the read is tried again with the new row.
+        for _ in 0..<3 {
+            guard let location = try withReader({ try $0.location(forKey: key) }) else {
+                countMiss()
+                return nil
+            }
+            // Read after the lookup: a miss needs no clock.
+            let now = configuration.now().milliseconds
+            if let expires = location.expires, expires <= now {
+                try removeExpiredEntry(key: key, location: location)
+                countMiss()
+                return nil
+            }
+            if let data = try decode(location, key: key) {
+                recordHit(rowID: location.rowID, now: now)
+                return (data, location)
+            }
+            if try drop(key: key, location: location) {
+                countMiss()
+                return nil
+            }
+        }
+        countMiss()
+        return nil
+    }
+
+    /// The checksum a schema-2 row stores: CRC-32C of the key's UTF-8 bytes, continued over
+    /// the stored bytes. Covering the key means a row whose key column was changed (by damage
+    /// or by hand) fails its check, with no key digest computed on the read path.
+    static func checksum(key: String, stored: Data) -> UInt32 {
+        var key = key
+        let keyChecksum = key.withUTF8 { CRC32C.checksum(UnsafeRawBufferPointer($0)) }
+        return CRC32C.checksum(stored, continuing: keyChecksum)
+    }
+
+    /// Whether a schema-1 row found for `key` was written for that key: its `hash` column must
+    /// be the key's digest (schema 1's CRC-32 covers only the value). The digest is recognised
+    /// by its length, so rows written under another ``Configuration/keyHashing`` still match.
+    static func row(_ location: DiskIndex.Location, belongsTo key: String) -> Bool {
+        guard let hash = location.hash,
+              let hashing = KeyHashing.allCases.first(where: { $0.digestLength * 2 == hash.utf8.count }) else {
+            return false
+        }
+        return hashing.hexDigest(key) == hash
+    }
+
+    /// The stored bytes behind `location`, checked and decoded; `nil` when they are damaged.
+    func decode(_ location: DiskIndex.Location, key: String) throws -> Data? {
+        guard case .intact(let data) = try inspect(location, key: key) else { return nil }
+        return data
+    }
+
+    /// Removes a damaged entry if the row is still the one that was read. Returns `false` when
+    /// the row changed meanwhile (the caller reads again).
+    ///
+    /// - Parameter isRead: `true` when a read found the damage: it is logged. `verify(repair:)`
+    ///   passes `false`; its report lists the entry instead.
+    func drop(key: String, location: DiskIndex.Location, isRead: Bool = true) throws -> Bool {
+        let removed = try withLiveIndex { state, index in
+            let removed = try index.connection.transaction { try index.deleteIfUnchanged(key: key, location: location) }
+            if removed { state.statistics.corruptEntriesDropped += 1 }
+            return removed
+        }
+        if removed, let file = location.file { files.remove(name: file) }
+        if removed && isRead {
+            configuration.logHandler?("dropped damaged entry for key of \(key.utf8.count) bytes")
+        }
+        return removed
+    }
+
+    /// Removes an entry a read found expired, if the row is still the one that was read.
+    private func removeExpiredEntry(key: String, location: DiskIndex.Location) throws {
+        let removed = try withLiveIndex { state, index in
+            let removed = try index.connection.transaction { try index.deleteIfUnchanged(key: key, location: location) }
+            if removed { state.statistics.expirations += 1 }
+            return removed
+        }
+        if removed, let file = location.file { files.remove(name: file) }
+    }
+
+    /// Whether a live (unexpired) entry exists for `key`. Does not read the value or count as
+    /// an access.
+    public func containsValue(forKey key: String) throws -> Bool {
+        let now = configuration.now().milliseconds
+        guard let expires = try withReader({ try $0.expiry(forKey: key) }) else { return false }
+        return expires.map { $0 > now } ?? true
+    }
+
+    /// The index's record of `key` — sizes, encoding, dates, metadata — without reading the
+    /// value, or `nil` when there is no live entry. Not counted as an access.
+    ///
+    /// ``Attributes/accessDate`` is the time of the last read or write ranked so far: reads
+    /// are ranked in batches.
+    public func attributes(forKey key: String) throws -> Attributes? {
+        let now = configuration.now().milliseconds
+        guard let (attributes, expires) = try withReader({ try $0.attributes(forKey: key) }) else { return nil }
+        if let expires, expires <= now { return nil }
+        return attributes
+    }
+
+    /// Every live key, in ascending order.
+    ///
+    /// - Complexity: O(*n*) in the number of entries.
+    public func keys() throws -> [String] {
+        let now = configuration.now().milliseconds
+        return try withReader { try $0.keys(now: now) }
+    }
+
+    /// Every live key that starts with `prefix`, in ascending order (a range scan of the key
+    /// index, not a full scan).
+    public func keys(withPrefix prefix: String) throws -> [String] {
+        let now = configuration.now().milliseconds
+        return try withReader { try $0.keys(withPrefix: prefix, now: now) }
+    }
+
+    /// Stored bytes of all entries (after compression), as recorded in the index.
+    public var totalSize: Int {
+        (try? withReader { try $0.totals().size }) ?? 0
+    }
+
+    /// Number of entries, as recorded in the index (expired entries count until removed).
+    public var totalCount: Int {
+        (try? withReader { try $0.totals().count }) ?? 0
+    }
+
+    /// Counters since this store was opened, with the current totals.
+    public var statistics: Statistics {
+        var statistics = state.withLock { $0.statistics }
+        let (hits, misses) = reads.withLock { ($0.hits, $0.misses) }
+        statistics.hits = hits
+        statistics.misses = misses
+        if let totals = try? withReader({ try $0.totals() }) {
+            statistics.totalCount = totals.count
+            statistics.totalSize = totals.size
+        }
+        return statistics
+    }
+}

@@ -1,0 +1,131 @@
+public import Foundation
+
+// Writes and removals.
+extension DiskStore {
+    /// Stores `data` for `key`, replacing any previous value.
+    ///
+    /// Hashing, compression and the checksum run before the lock is taken; a value that goes to
+    /// a file is written to `tmp/` and renamed into place before its row is committed, so a
+    /// crash at any point leaves either the old entry or the new one.
+    ///
+    /// In a store whose ``Configuration/countLimit`` or ``Configuration/sizeLimit`` is 0 the
+    /// write is accepted and immediately evicted: it returns normally, counts as a write and an
+    /// eviction, removes any previous value of `key`, and stores nothing.
+    ///
+    /// - Parameters:
+    ///   - data: The value; empty values are allowed.
+    ///   - key: Any string, including empty, very long or path-like ones.
+    ///   - expiry: When the entry expires; `nil` takes ``Configuration/defaultExpiry``.
+    ///   - metadata: Small caller bytes kept in the index row (at most ``metadataLimit``).
+    ///   - isCompressible: Pass `false` for already-compressed data (JPEG, PNG…) to skip gzip.
+    /// - Throws: ``StorageError/invalidInput(_:)`` for a value larger than the size limit, an
+    ///   invalid expiry or oversized metadata (the previous value stays); I/O or SQLite errors
+    ///   (the store stays consistent and the previous value stays).
+    public func setValue(
+        _ data: Data, forKey key: String, expiry: Expiry? = nil, metadata: Data? = nil, isCompressible: Bool = true
+    ) throws {
+        let expiry = expiry ?? configuration.defaultExpiry
+        guard expiry.isValid else { throw StorageError.invalidInput("expiry \(expiry) is not a finite time") }
+        if let metadata, metadata.count > Self.metadataLimit {
+            throw StorageError.invalidInput("metadata of \(metadata.count) bytes exceeds \(Self.metadataLimit) bytes")
+        }
+
+        if configuration.countLimit == 0 || configuration.sizeLimit == 0 {
+            try acceptAndEvict(key: key)
+            return
+        }
+
+        // Work that needs no lock: encode, checksum, hash, write the blob.
+        var stored = data
+        var encoding = Encoding.raw
+        if case .gzip(let level) = configuration.compression, isCompressible, !data.isEmpty {
+            let packed = try Gzip.compress(data, level: level)
+            if packed.count < data.count {
+                stored = packed
+                encoding = .gzip
+            }
+        }
+        guard stored.count <= configuration.sizeLimit else {
+            throw StorageError.invalidInput(
+                "value of \(stored.count) stored bytes exceeds sizeLimit \(configuration.sizeLimit)")
+        }
+        let now = configuration.now()
+        let nowMilliseconds = now.milliseconds
+        let inline = stored.count < configuration.inlineThreshold
+        // The digest names a blob file; an inline row needs none (its checksum covers the key).
+        let hash = inline ? "" : configuration.keyHashing.hexDigest(key)
+        let file = inline ? nil : BlobFiles.makeName(hash: hash)
+        if let file { try files.write(stored, name: file) }
+
+        let row = DiskIndex.Row(
+            key: key, hash: hash, file: file, size: stored.count, originalSize: data.count, encoding: encoding,
+            crc: Self.checksum(key: key, stored: stored), created: nowMilliseconds,
+            expires: expiry.expirationDate(from: now)?.milliseconds,
+            inlineData: inline ? stored : nil, metadata: metadata)
+
+        let obsolete: [String]
+        do {
+            obsolete = try withLiveIndex { state, index in
+                let obsolete = try index.connection.transaction {
+                    // Reads logged before this write rank before it.
+                    let sequence = try flushAccesses(index: index, reserving: 1)
+                    var obsolete: [String] = []
+                    if case let previous?? = try index.file(forKey: key) { obsolete.append(previous) }
+                    try index.write(row, sequence: sequence)
+                    obsolete += try Self.evictIfNeeded(
+                        &state, index: index, configuration: configuration, now: nowMilliseconds, keeping: key)
+                    return obsolete
+                }
+                state.statistics.writes += 1
+                Self.checkpointIfDue(&state, index: index)
+                return obsolete
+            }
+        } catch {
+            if let file { files.remove(name: file) }
+            throw error
+        }
+        for name in obsolete { files.remove(name: name) }
+    }
+
+    /// A write to a store whose ``Configuration/countLimit`` or ``Configuration/sizeLimit`` is 0:
+    /// accepted (it counts as a write) and immediately evicted, so the previous value of `key`
+    /// goes too and nothing is written to disk.
+    private func acceptAndEvict(key: String) throws {
+        let removed: (existed: Bool, file: String?) = try withLiveIndex { state, index in
+            let removed = try index.connection.transaction { try index.delete(key: key) }
+            state.statistics.writes += 1
+            state.statistics.evictions += 1
+            return removed
+        }
+        if let file = removed.file { files.remove(name: file) }
+    }
+
+    /// Removes the entry for `key`.
+    ///
+    /// - Returns: Whether an entry was removed.
+    @discardableResult
+    public func removeValue(forKey key: String) throws -> Bool {
+        let removed: (existed: Bool, file: String?) = try withLiveIndex { state, index in
+            try index.connection.transaction { try index.delete(key: key) }
+        }
+        if let file = removed.file { files.remove(name: file) }
+        return removed.existed
+    }
+
+    /// Removes every entry.
+    public func removeAll() throws {
+        let removed: [String] = try withLiveIndex { state, index in
+            discardPendingAccesses()
+            return try index.connection.transaction { try index.deleteAll().files }
+        }
+        for name in removed { files.remove(name: name) }
+    }
+
+    static func checkpointIfDue(_ state: inout State, index: DiskIndex) {
+        state.writesSinceCheckpoint += 1
+        guard state.writesSinceCheckpoint >= checkpointInterval else { return }
+        state.writesSinceCheckpoint = 0
+        // Readers in other connections may keep part of the WAL alive; that is not an error.
+        try? index.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    }
+}
