@@ -6,30 +6,22 @@ extension MemoryStore {
     /// The keys from most to least recently used (for tests; O(n)). Under S3-FIFO: the small
     /// queue, then the main queue, each newest first.
     func keysByRecency() -> [Key] {
-        lock.lock()
-        defer { lock.unlock() }
-        return state.keysByRecency()
+        return locked.withLockUnchecked { state in state.keysByRecency() }
     }
 
     /// S3-FIFO's small and main queues, newest first, and every entry's counter (for tests; O(n)).
     func queueKeys() -> (small: [Key], main: [Key], frequencies: [Key: Int]) {
-        lock.lock()
-        defer { lock.unlock() }
-        return state.queueKeys()
+        return locked.withLockUnchecked { state in state.queueKeys() }
     }
 
     /// The number of keys in S3-FIFO's ghost queue (for tests).
     var ghostCount: Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return state.policy.s3fifo.ghost.count
+        return locked.withLockUnchecked { state in state.policy.s3fifo.ghost.count }
     }
 
     /// Descriptions of every broken internal invariant; empty when the store is consistent.
     func invariantViolations() -> [String] {
-        lock.lock()
-        defer { lock.unlock() }
-        return state.invariantViolations()
+        return locked.withLockUnchecked { state in state.invariantViolations() }
     }
 }
 

@@ -9,8 +9,9 @@ public import Foundation
 /// Entries that can expire are also kept in a heap by expiration (O(log k) for k of them), so
 /// that a write which overflows a limit removes the expired entries first, as ``DiskStore``
 /// does.
-/// All state sits behind one `NSLock`; the lock is held only for that bookkeeping, never while
-/// hashing the key, measuring a value's cost, reading the clock, or releasing evicted values.
+/// All state sits behind one lock (`Locked`, an `NSLock` that ThreadSanitizer sees); the lock
+/// is held only for that bookkeeping, never while hashing the key, measuring a value's cost,
+/// reading the clock, or releasing evicted values.
 ///
 /// ```swift
 /// let store = try MemoryStore<String, Data> {
@@ -38,21 +39,12 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     /// The configuration the store was created with.
     public let configuration: Configuration
 
-    @usableFromInline let lock = NSLock()
-    /// Guarded by `lock`: every read and write of `state` happens between `lock.lock()` and
-    /// `lock.unlock()`, and nothing inside those sections calls user code (no cost closure, no
-    /// clock, no value deinitializer: removed values are handed out and released after unlocking).
-    /// This invariant is what makes the `@unchecked Sendable` conformance below sound.
-    ///
-    /// The state lives in memory of its own, reached through addressors, rather than in a
-    /// stored `var`: a class's stored `var` costs a dynamic exclusivity check (`swift_beginAccess`
-    /// and `swift_endAccess`, about 120 instructions) on every access, which the lock already
-    /// makes redundant; that was 15% of a hit.
-    @usableFromInline var state: State {
-        unsafeAddress { UnsafePointer(stateStorage) }
-        unsafeMutableAddress { stateStorage }
-    }
-    @usableFromInline let stateStorage: UnsafeMutablePointer<State>
+    /// Every read and write of the state happens inside `locked`, and nothing inside those
+    /// sections calls user code (no cost closure, no clock, no value deinitializer: removed
+    /// values are handed out and released after unlocking). This invariant is what makes the
+    /// `@unchecked Sendable` conformance below sound, and why `withLockUnchecked` may hand a
+    /// value out: the store is `Sendable` only where `Value` is.
+    @usableFromInline let locked: Locked<State>
 
     /// Either the configuration's `@Sendable` closure or ``conformingMeasure()``, which captures
     /// only a metatype; both are safe to call from any thread.
@@ -73,17 +65,11 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     public init(configuration: Configuration = .init()) throws {
         try configuration.validate()
         self.configuration = configuration
-        self.stateStorage = UnsafeMutablePointer<State>.allocate(capacity: 1)
-        stateStorage.initialize(to: State(limits: Limits(configuration), policy: configuration.policy))
+        self.locked = Locked(State(limits: Limits(configuration), policy: configuration.policy))
         self.measure = configuration.cost ?? Self.conformingMeasure()
         self.clock = configuration.now
         self.defaultExpiry = configuration.defaultExpiry
         self.readsClockBeforeLocking = configuration.defaultExpiry != .never
-    }
-
-    deinit {
-        stateStorage.deinitialize(count: 1)
-        stateStorage.deallocate()
     }
 
     /// Creates a store, letting `configure` adjust a default configuration.
@@ -147,9 +133,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
         let hash = key.hashValue
         var now: Double? = readsClockBeforeLocking ? currentTime() : nil
         while true {
-            lock.lock()
-            let result = state.contains(key, hash: hash, now: now)
-            lock.unlock()
+            let result = locked.withLockUnchecked { state in state.contains(key, hash: hash, now: now) }
             switch result {
             case .present: return true
             case .absent: return false
@@ -245,9 +229,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     public func removeValue(forKey key: Key) -> Bool {
         let hash = key.hashValue
         let now: Double? = readsClockBeforeLocking ? currentTime() : nil
-        lock.lock()
-        let removed = state.remove(key, hash: hash)
-        lock.unlock()
+        let removed = locked.withLockUnchecked { state in state.remove(key, hash: hash) }
         guard let removed else { return false }
         return removed.expiration == .infinity || removed.expiration > (now ?? currentTime())
     }
@@ -256,9 +238,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     ///
     /// - Complexity: O(1) under the lock; the values are released after it, in O(n).
     public func removeAll() {
-        lock.lock()
-        let old = state.removeAll()
-        lock.unlock()
+        let old = locked.withLockUnchecked { state in state.removeAll() }
         withExtendedLifetime(old) {}
     }
 
@@ -306,9 +286,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     @inlinable
     func withStateReleasingRemoved<Result>(_ body: (inout State, inout Graveyard) -> Result) -> Result {
         var graveyard = Graveyard()
-        lock.lock()
-        let result = body(&state, &graveyard)
-        lock.unlock()
+        let result = locked.withLockUnchecked { state in body(&state, &graveyard) }
         withExtendedLifetime(graveyard) {}
         return result
     }
@@ -328,9 +306,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     /// - Complexity: O(n) in the number of entries, under the lock.
     public func keys() -> [Key] {
         let now = currentTime()
-        lock.lock()
-        defer { lock.unlock() }
-        return state.liveKeysByRecency(now: now)
+        return locked.withLockUnchecked { state in state.liveKeysByRecency(now: now) }
     }
 
     // MARK: - Totals and statistics
@@ -339,30 +315,26 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     ///
     /// - Complexity: O(1).
     public var totalCount: Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return state.usage.count
+        return locked.withLockUnchecked { state in state.usage.count }
     }
 
     /// The total cost of the entries held, including expired ones not yet removed.
     ///
     /// - Complexity: O(1).
     public var totalCost: Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return state.usage.cost
+        return locked.withLockUnchecked { state in state.usage.cost }
     }
 
     /// A snapshot of the counters since the store was created, and of the current totals.
     ///
     /// - Complexity: O(1).
     public var statistics: Statistics {
-        lock.lock()
-        defer { lock.unlock() }
-        var snapshot = state.statistics
-        snapshot.totalCount = state.usage.count
-        snapshot.totalCost = state.usage.cost
-        return snapshot
+        return locked.withLockUnchecked { state in
+            var snapshot = state.statistics
+            snapshot.totalCount = state.usage.count
+            snapshot.totalCost = state.usage.cost
+            return snapshot
+        }
     }
 
     // MARK: - Internals
@@ -372,9 +344,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
         let hash = key.hashValue
         var now: Double? = readsClockBeforeLocking ? currentTime() : nil
         while true {
-            lock.lock()
-            let result = state.read(key, hash: hash, now: now)
-            lock.unlock()
+            let result = locked.withLockUnchecked { state in state.read(key, hash: hash, now: now) }
             switch result {
             case .hit(let value, let cost, let expiration):
                 return (value, cost, expiration)
