@@ -26,8 +26,8 @@ public final class ChildProcess: Sendable {
         let state = Mutex(State())
     }
     private let shared: Shared
-    // Process is not Sendable; after `run()` it is only kept alive here, never touched again.
-    private nonisolated(unsafe) let process: Process
+    // Kept alive with this object; after `run()` only the termination handler touches it.
+    private let process: Process
 
     fileprivate init(executable: URL, arguments: [String], environment: [String: String]) throws {
         let shared = Shared()

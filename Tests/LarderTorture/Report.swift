@@ -32,7 +32,8 @@ extension Torture {
         lines.append("")
         lines.append("| figure | value | must be |")
         lines.append("|---|---:|---|")
-        lines.append("| SIGKILLs survived (fast + durable) | \(kills) | \(2 * options.kills) |")
+        let killPhases = [Phase.fast, .durable].filter { options.phases.contains($0.rawValue) }.count
+        lines.append("| SIGKILLs survived (fast + durable) | \(kills) | \(killPhases * options.kills) |")
         lines.append("| simulated power losses survived | \(powerLosses) | \(options.phases.contains(Phase.powerLoss.rawValue) ? "\(options.powerLossRounds)" : "—") |")
         lines.append("| operations completed (helpers' logged writes and removes, load operations, two-process helper operations, corruption reads) | \(operations) | |")
         lines.append("| keys checked against what they must hold | \(keysChecked) | |")

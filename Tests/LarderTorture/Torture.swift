@@ -10,14 +10,16 @@ import LarderTestSupport
 import Glibc
 #endif
 
-struct Options {
+struct Options: Sendable {
     var kills = 1_000
     var powerLossRounds = 200
-    var corruptionSeeds = 50
+    var corruptionSeeds = 25
     var loadOperations = 800_000
     var loadThreads = 8
     var twoProcessRounds = 10
     var fuzzSeconds = 900
+    /// Fuzz on its own core while the kill phases run (they mostly wait out kill delays).
+    var fuzzAlongside = true
     var phases: Set<String> = Set(Phase.allCases.map(\.rawValue))
     var report: String?
     var workspace: String?
@@ -25,14 +27,16 @@ struct Options {
     static let usage = """
         usage: larder-torture [--kills N] [--power-loss N] [--corruption-seeds N]
                               [--load-operations N] [--load-threads N] [--two-process-rounds N]
-                              [--fuzz-seconds N] [--only phase,phase…] [--report PATH] [--workspace DIR]
+                              [--fuzz-seconds N] [--fuzz-after] [--only phase,phase…] [--report PATH]
+                              [--workspace DIR]
           --kills N              SIGKILL rounds per durability, fast and durable (default 1000)
           --power-loss N         simulated power-loss rounds (default 200)
-          --corruption-seeds N   seeds per seeded damage in the 20-case corruption matrix (default 50)
+          --corruption-seeds N   seeds per seeded damage in the 20-case corruption matrix (default 25)
           --load-operations N    operations of the load run (default 800000 = 8 × 100,000)
           --load-threads N       threads of the load run (default 8)
           --two-process-rounds N repetitions of the four two-process scenarios (default 10)
           --fuzz-seconds N       libFuzzer time for Fuzz/run (default 900; 0 skips)
+          --fuzz-after           fuzz after the other phases (default: alongside them, from the start)
           --only PHASES          comma-separated subset of: \(Phase.allCases.map(\.rawValue).joined(separator: ","))
           --report PATH          the Markdown report (default Tests/long-run/report.md)
           --workspace DIR        where the stores go (default a fresh temporary directory)
@@ -57,6 +61,7 @@ struct Options {
             case "--load-threads": loadThreads = max(1, number(argument))
             case "--two-process-rounds": twoProcessRounds = number(argument)
             case "--fuzz-seconds": fuzzSeconds = number(argument)
+            case "--fuzz-after": fuzzAlongside = false
             case "--only":
                 phases = Set(value(argument).split(separator: ",").map(String.init))
                 for phase in phases where Phase(rawValue: phase) == nil { usageError("unknown phase \(phase)") }
@@ -76,12 +81,12 @@ func usageError(_ message: String) -> Never {
     exit(64)
 }
 
-enum Phase: String, CaseIterable {
+enum Phase: String, CaseIterable, Sendable {
     case fast, durable, powerLoss = "power-loss", corruption, load, twoProcess = "two-process", fuzz
 }
 
 /// One phase's figures for the report.
-struct PhaseRecord {
+struct PhaseRecord: Sendable {
     var phase: Phase
     var parameters: String
     var kills = 0
@@ -133,24 +138,17 @@ struct Torture {
         #endif
         log("larder-torture: workspace \(workspace.path), phases \(Phase.allCases.filter { options.phases.contains($0.rawValue) }.map(\.rawValue).joined(separator: ", "))")
 
+        // The fuzzer needs one core and the kill phases mostly wait, so by default it starts
+        // first and runs alongside them.
+        let fuzzAlongside = options.fuzzAlongside && options.phases.contains(Phase.fuzz.rawValue)
+        async let alongside: PhaseRecord? = fuzzAlongside
+            ? runPhase(.fuzz, options, workspace: workspace, root: root) : nil
         var records: [PhaseRecord] = []
         for phase in Phase.allCases where options.phases.contains(phase.rawValue) {
-            let phaseStart = ContinuousClock.now
-            let directory = workspace.appendingPathComponent(phase.rawValue)
-            try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            var record: PhaseRecord
-            do {
-                record = try await run(phase, options, in: directory, root: root)
-            } catch {
-                record = PhaseRecord(phase: phase, parameters: "")
-                record.findings.record(.broken, "\(phase.rawValue) stopped: \(error)")
-            }
-            record.elapsed = ContinuousClock.now - phaseStart
-            try? FileManager.default.removeItem(at: directory)
-            log("\(phase.rawValue): \(record.failed ? "FAILED" : "ok") in \(clock(record.elapsed)); \(record.details)")
-            for violation in record.findings.violations.prefix(20) { log("  \(violation)") }
-            records.append(record)
+            if phase == .fuzz && fuzzAlongside { continue }
+            records.append(await runPhase(phase, options, workspace: workspace, root: root))
         }
+        if let fuzz = await alongside { records.append(fuzz) }
         let elapsed = ContinuousClock.now - start
         let failed = records.contains(where: \.failed)
         let markdown = report(records, options: options, started: started, elapsed: elapsed, root: root)
@@ -166,6 +164,25 @@ struct Torture {
         log("\(failed ? "FAILED" : "all invariants held") in \(clock(elapsed))")
         withExtendedLifetime(temporary) {}
         exit(failed ? 1 : 0)
+    }
+
+    /// Runs one phase in its own directory and logs its outcome.
+    static func runPhase(_ phase: Phase, _ options: Options, workspace: URL, root: URL) async -> PhaseRecord {
+        let phaseStart = ContinuousClock.now
+        let directory = workspace.appendingPathComponent(phase.rawValue)
+        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var record: PhaseRecord
+        do {
+            record = try await run(phase, options, in: directory, root: root)
+        } catch {
+            record = PhaseRecord(phase: phase, parameters: "")
+            record.findings.record(.broken, "\(phase.rawValue) stopped: \(error)")
+        }
+        record.elapsed = ContinuousClock.now - phaseStart
+        try? FileManager.default.removeItem(at: directory)
+        log("\(phase.rawValue): \(record.failed ? "FAILED" : "ok") in \(clock(record.elapsed)); \(record.details)")
+        for violation in record.findings.violations.prefix(20) { log("  \(violation)") }
+        return record
     }
 
     static func run(_ phase: Phase, _ options: Options, in directory: URL, root: URL) async throws -> PhaseRecord {
@@ -243,7 +260,7 @@ struct Torture {
             return record
 
         case .fuzz:
-            var record = PhaseRecord(phase: phase, parameters: "\(options.fuzzSeconds) s of libFuzzer (Fuzz/run)")
+            var record = PhaseRecord(phase: phase, parameters: "\(options.fuzzSeconds) s of libFuzzer (Fuzz/run)\(options.fuzzAlongside ? ", alongside the other phases" : "")")
             guard options.fuzzSeconds > 0 else {
                 record.details = "skipped"
                 return record
