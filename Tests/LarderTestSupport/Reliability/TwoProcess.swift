@@ -40,8 +40,12 @@ public enum TwoProcess {
                 result.concurrentReads += 1
             }
             step += 1
-            // Let a cancellation (a time limit) end the loop; the scope then kills the helpers.
-            if step % 64 == 0 { try Task.checkCancellation() }
+            // Let other tasks have the thread now and then, and a cancellation (a time limit)
+            // end the loop; the scope then kills the helpers.
+            if step % 64 == 0 {
+                await Task.yield()
+                try Task.checkCancellation()
+            }
         }
         for helper in helpers {
             await helper.waitForExit()
