@@ -3,7 +3,15 @@ import LarderTestSupport
 
 extension Torture {
     /// The one Markdown report of a run.
-    static func report(_ records: [PhaseRecord], options: Options, started: Date, elapsed: Duration, root: URL) -> String {
+    /// The commit the run was built from, noted as the run starts (edits made while it runs do
+    /// not change what it tested).
+    static func commit(root: URL) -> String {
+        let head = shell("git", "-C", root.path, "rev-parse", "HEAD")
+        let dirty = !shell("git", "-C", root.path, "status", "--porcelain", "--untracked-files=no").isEmpty
+        return "`\(head)`" + (dirty ? " (with uncommitted changes)" : "")
+    }
+
+    static func report(_ records: [PhaseRecord], options: Options, started: Date, commit: String, elapsed: Duration) -> String {
         let failed = records.contains(where: \.failed)
         let all = records.reduce(into: Findings()) { $0.merge($1.findings) }
         let kills = records.filter { $0.phase == .fast || $0.phase == .durable }.reduce(0) { $0 + $1.kills }
@@ -22,7 +30,7 @@ extension Torture {
         lines.append("| | |")
         lines.append("|---|---|")
         lines.append("| Date (start, UTC) | \(formatter.string(from: started)) |")
-        lines.append("| Commit | `\(shell("git", "-C", root.path, "rev-parse", "HEAD"))`\(shell("git", "-C", root.path, "status", "--porcelain", "--untracked-files=no").isEmpty ? "" : " (with uncommitted changes)") |")
+        lines.append("| Commit | \(commit) |")
         lines.append("| Command | `\(commandLine())` |")
         lines.append("| Build | \(isRelease ? "release" : "debug") |")
         lines.append("| Run time | \(clock(elapsed)) |")

@@ -118,6 +118,7 @@ struct Torture {
         let options = Options(Array(CommandLine.arguments.dropFirst()))
         let root = packageRoot()
         let started = Date()
+        let commit = commit(root: root)
         let start = ContinuousClock.now
         let workspace: URL
         let temporary: TemporaryDirectory?
@@ -136,7 +137,7 @@ struct Torture {
         #if DEBUG
         log("warning: this is a debug build; use `swift run -c release larder-torture` for the real run")
         #endif
-        log("larder-torture: workspace \(workspace.path), phases \(Phase.allCases.filter { options.phases.contains($0.rawValue) }.map(\.rawValue).joined(separator: ", "))")
+        log("larder-torture at \(commit): workspace \(workspace.path), phases \(Phase.allCases.filter { options.phases.contains($0.rawValue) }.map(\.rawValue).joined(separator: ", "))")
 
         // The fuzzer needs one core and the kill phases mostly wait, so by default it starts
         // first and runs alongside them.
@@ -151,7 +152,7 @@ struct Torture {
         if let fuzz = await alongside { records.append(fuzz) }
         let elapsed = ContinuousClock.now - start
         let failed = records.contains(where: \.failed)
-        let markdown = report(records, options: options, started: started, elapsed: elapsed, root: root)
+        let markdown = report(records, options: options, started: started, commit: commit, elapsed: elapsed)
         let reportURL = URL(fileURLWithPath: options.report ?? root.appendingPathComponent("Tests/long-run/report.md").path)
         do {
             try FileManager.default.createDirectory(at: reportURL.deletingLastPathComponent(), withIntermediateDirectories: true)
