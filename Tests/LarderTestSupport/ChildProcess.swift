@@ -20,6 +20,8 @@ public final class ChildProcess: Sendable {
         var waiters: [CheckedContinuation<Void, Never>] = []
         var output = Data()
         var error = Data()
+        /// Standard output and error streams not yet read to their end.
+        var openStreams = 2
     }
     /// The state the termination handler and the reader threads share with this object.
     private final class Shared: Sendable {
@@ -84,6 +86,7 @@ public final class ChildProcess: Sendable {
                     if isError { state.error.append(chunk) } else { state.output.append(chunk) }
                 }
             }
+            shared.state.withLock { $0.openStreams -= 1 }
             try? handle.value.close()
         }
     }
@@ -140,6 +143,18 @@ public final class ChildProcess: Sendable {
             try? await Task.sleep(for: .milliseconds(10))
         }
         return true
+    }
+
+    /// Waits until the process has exited and its standard output and error have been read to
+    /// their end (a grandchild that inherited them can keep them open: at most `timeout`).
+    /// Read ``standardOutput`` after this, not right after ``waitForExit()``: the reader
+    /// threads may still hold the last bytes.
+    public func waitForOutput(timeout: Duration = .seconds(30)) async {
+        await waitForExit()
+        let deadline = ContinuousClock.now + timeout
+        while shared.state.withLock({ $0.openStreams > 0 }) && ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
     }
 
     /// Polls standard output for a line starting with `prefix` until `timeout` passes; returns

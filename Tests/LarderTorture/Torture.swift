@@ -274,6 +274,7 @@ struct Torture {
                 while !(await child.waitForExit(timeout: .seconds(60))) {
                     log("fuzz: \(clock(ContinuousClock.now - fuzzStart)) elapsed of about \(clock(.seconds(options.fuzzSeconds))) (plus the build)")
                 }
+                await child.waitForOutput()
                 return child
             }
             let output = child.standardOutput + child.standardError

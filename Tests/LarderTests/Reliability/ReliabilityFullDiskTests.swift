@@ -19,7 +19,7 @@ struct ReliabilityFullDiskTests {
         let directory = folder.url.appendingPathComponent("store")
         let (process, report) = try await withChildProcesses { scope in
             let process = try CrashHelper.start(in: scope, ["full-disk", directory.path, "\(1 << 20)"])
-            await process.waitForExit()
+            await process.waitForOutput()
             return (process, process.standardOutput)
         }
         #expect(process.exitedCleanly, "helper: \(report) \(process.standardError)")
