@@ -11,7 +11,7 @@ extension Torture {
         return "`\(head)`" + (dirty ? " (with uncommitted changes)" : "")
     }
 
-    static func report(_ records: [PhaseRecord], options: Options, started: Date, commit: String, elapsed: Duration) -> String {
+    static func report(_ records: [PhaseRecord], options: Options, started: Date, commit: String, elapsed: Duration, workspace: URL) -> String {
         let failed = records.contains(where: \.failed)
         let all = records.reduce(into: Findings()) { $0.merge($1.findings) }
         let kills = records.filter { $0.phase == .fast || $0.phase == .durable }.reduce(0) { $0 + $1.kills }
@@ -35,6 +35,7 @@ extension Torture {
         lines.append("| Build | \(isRelease ? "release" : "debug") |")
         lines.append("| Run time | \(clock(elapsed)) |")
         lines.append("| Machine | \(machine()) |")
+        lines.append("| Stores | in a fresh directory on \(shell("df", "--output=fstype", workspace.path).split(separator: "\n").last.map(String.init) ?? "?") (real files, real fsync) |")
         lines.append("")
         lines.append("## Invariants")
         lines.append("")

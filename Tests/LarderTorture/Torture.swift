@@ -152,7 +152,7 @@ struct Torture {
         if let fuzz = await alongside { records.append(fuzz) }
         let elapsed = ContinuousClock.now - start
         let failed = records.contains(where: \.failed)
-        let markdown = report(records, options: options, started: started, commit: commit, elapsed: elapsed)
+        let markdown = report(records, options: options, started: started, commit: commit, elapsed: elapsed, workspace: workspace)
         let reportURL = URL(fileURLWithPath: options.report ?? root.appendingPathComponent("Tests/long-run/report.md").path)
         do {
             try FileManager.default.createDirectory(at: reportURL.deletingLastPathComponent(), withIntermediateDirectories: true)
