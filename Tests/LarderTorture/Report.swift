@@ -90,7 +90,8 @@ extension Torture {
 
     static func commandLine() -> String {
         let arguments = CommandLine.arguments.dropFirst().joined(separator: " ")
-        return "swift run -c release larder-torture" + (arguments.isEmpty ? "" : " " + arguments)
+        // As run: Tests/long-run/run and `swift run -c release larder-torture` both end here.
+        return "larder-torture" + (arguments.isEmpty ? " (defaults)" : " " + arguments)
     }
 
     static func machine() -> String {
