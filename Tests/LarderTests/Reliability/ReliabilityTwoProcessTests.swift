@@ -15,6 +15,7 @@ struct ReliabilityTwoProcessTests {
         folder = try TemporaryDirectory("reliability-two-process")
     }
 
+    @discardableResult
     func run(_ scenario: String) async throws -> TwoProcess.Result {
         let result = try await TwoProcess.run(scenario, in: folder.url)
         result.findings.expectNone()
