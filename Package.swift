@@ -62,6 +62,7 @@ let package = Package(
         // Test-only code shared by the test target and the crash helper (not a product).
         .target(
             name: "LarderTestSupport",
+            dependencies: ["Larder"],
             path: "Tests/LarderTestSupport",
             swiftSettings: strictSettings
         ),
@@ -70,6 +71,14 @@ let package = Package(
             name: "LarderCrashHelper",
             dependencies: ["Larder", "LarderTestSupport"],
             path: "Tests/LarderCrashHelper",
+            swiftSettings: strictSettings
+        ),
+        // The long reliability run (`swift run -c release larder-torture`): the fault suites'
+        // checks at full size, with progress lines and one Markdown report (not a product).
+        .executableTarget(
+            name: "larder-torture",
+            dependencies: ["Larder", "LarderTestSupport", "LarderCrashHelper"],
+            path: "Tests/LarderTorture",
             swiftSettings: strictSettings
         ),
         .testTarget(

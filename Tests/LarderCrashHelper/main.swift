@@ -16,6 +16,14 @@
 //       failure that the store stays consistent, raises the limit ("space freed") and writes
 //       again. Prints "check <name> ok|FAIL <detail>" lines and "error <description>" lines
 //       for the parent to assert on; exits 0 when it ran to the end.
+//
+//   LarderCrashHelper spawn <mode> <arguments…>
+//       An intermediate parent for the orphan tests: starts the helper again with the given
+//       mode and arguments, prints "child <pid>", and waits until it is killed.
+//
+// In every mode a watchdog thread exits the helper (status 75) as soon as its parent dies —
+// the process named by LARDER_PARENT_PID, or the parent it started with — so a test runner
+// that is killed, or a test that could not clean up, never leaves a writer behind.
 import Foundation
 import Larder
 import LarderTestSupport
@@ -33,10 +41,51 @@ guard arguments.count >= 3 else {
     fail("usage: LarderCrashHelper write <dir> <log> [name=value…] | full-disk <dir> <bytes>", code: 64)
 }
 
+watchParent()
+
 switch arguments[1] {
 case "write": runWriter()
 case "full-disk": runFullDisk()
+case "spawn": runSpawn()
 default: fail("unknown mode \(arguments[1])", code: 64)
+}
+
+// MARK: - parent watchdog
+
+/// Exits as soon as the parent is gone: polls `getppid()` every 100 ms on a thread of its own.
+/// The expected parent comes from LARDER_PARENT_PID, so a parent that died before this line ran
+/// is noticed too.
+func watchParent() {
+    let expected = ProcessInfo.processInfo.environment["LARDER_PARENT_PID"].flatMap(Int32.init) ?? getppid()
+    let orphaned: @Sendable () -> Bool = { getppid() != expected }
+    if orphaned() { _exit(75) }
+    Thread.detachNewThread {
+        while true {
+            usleep(100_000)
+            if orphaned() { _exit(75) }
+        }
+    }
+}
+
+// MARK: - spawn
+
+func runSpawn() {
+    let child = Process()
+    child.executableURL = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? arguments[0])
+    child.arguments = Array(arguments.dropFirst(2))
+    var environment = ProcessInfo.processInfo.environment
+    environment["LARDER_PARENT_PID"] = "\(getpid())"
+    child.environment = environment
+    child.standardInput = FileHandle.nullDevice
+    child.standardOutput = FileHandle.nullDevice
+    child.standardError = FileHandle.nullDevice
+    do {
+        try child.run()
+    } catch {
+        fail("cannot start the child: \(error)", code: 70)
+    }
+    FileHandle.standardOutput.write(Data("child \(child.processIdentifier)\n".utf8))
+    while true { sleep(60) }
 }
 
 // MARK: - write

@@ -17,12 +17,12 @@ struct ReliabilityFullDiskTests {
     @Test func failedWritesThrowStayConsistentAndSucceedOnceSpaceIsFreed() async throws {
         // Given a store in a process that cannot grow any file past 1 MiB
         let directory = folder.url.appendingPathComponent("store")
-        let output = Pipe()
-        let process = try CrashHelper.start(["full-disk", directory.path, "\(1 << 20)"], output: output)
-        let reader = UncheckedBox(output.fileHandleForReading)
-        let report = try await OffPool.run { String(decoding: reader.value.readDataToEndOfFile(), as: UTF8.self) }
-        await process.waitForExit()
-        #expect(process.terminationReason == .exit && process.terminationStatus == 0, "helper: \(report)")
+        let (process, report) = try await withChildProcesses { scope in
+            let process = try CrashHelper.start(in: scope, ["full-disk", directory.path, "\(1 << 20)"])
+            await process.waitForOutput()
+            return (process, process.standardOutput)
+        }
+        #expect(process.exitedCleanly, "helper: \(report) \(process.standardError)")
         // Then each write that could not be stored threw a clear error, every check after it held
         // (no partial entry, exact totals, earlier values intact, no temporary file left), and
         // writes succeeded again once the limit was lifted

@@ -1,63 +1,54 @@
 import Foundation
 
-/// Runs the `LarderCrashHelper` executable that SwiftPM builds next to the test bundle.
-enum CrashHelper {
-    static var executableURL: URL {
-        get throws {
-            let testBinary = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-                ?? CommandLine.arguments[0])
-            var directory = testBinary.deletingLastPathComponent()
-            for _ in 0..<4 {
-                let candidate = directory.appendingPathComponent("LarderCrashHelper")
-                if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
-                directory = directory.deletingLastPathComponent()
-            }
-            throw CocoaError(.fileNoSuchFile, userInfo: [NSFilePathErrorKey: "LarderCrashHelper next to \(testBinary.path)"])
+/// What the orphan tests observe from outside: the children of this process, found in /proc,
+/// and whether a process still exists.
+enum ProcessTable {
+    /// The process ids whose parent is this process and whose command line contains `marker`.
+    static func children(containing marker: String) -> [Int32] {
+        let me = getpid()
+        var result: [Int32] = []
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+            guard let pid = Int32(name),
+                  let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { continue }
+            // After "comm)": state, ppid, …
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            guard fields.count > 1, Int32(fields[1]) == me,
+                  let cmdline = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { continue }
+            if String(decoding: cmdline.map { $0 == 0 ? 0x20 : $0 }, as: UTF8.self).contains(marker) { result.append(pid) }
         }
+        return result
     }
 
-    /// Starts the helper's `write` mode on `directory`, logging to `log`; `options` are the
-    /// helper's `name=value` options (seed, durability, prefix, keys, iterations, countLimit,
-    /// removeEvery, maxSize, close).
-    static func startWriter(directory: URL, log: URL, _ options: [String: String] = [:]) throws -> Process {
-        try start(["write", directory.path, log.path] + options.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" })
-    }
-
-    /// Starts the helper with raw arguments; standard output goes to `output` when given.
-    static func start(_ arguments: [String], output: Pipe? = nil) throws -> Process {
-        let process = Process()
-        process.executableURL = try executableURL
-        process.arguments = arguments
-        process.standardOutput = output ?? FileHandle.nullDevice
-        try process.run()
-        return process
-    }
-
-    /// What the helper's log says about each key: the last completed generation (0 for a
-    /// remove), the one that was in flight when it died, and every generation ever begun.
-    struct LogState {
-        var completed: [String: Int] = [:]
-        var inFlight: [String: Int] = [:]
-        var everBegun: [String: Set<Int>] = [:]
-        var completedWrites = 0
-    }
-
-    static func readLog(_ url: URL) throws -> LogState {
-        var state = LogState()
-        let text = String(decoding: try Data(contentsOf: url), as: UTF8.self)
-        for line in text.split(separator: "\n") {
-            let parts = line.split(separator: " ")
-            guard parts.count == 3, let generation = Int(parts[2]) else { continue } // a torn last line
-            let key = String(parts[1])
-            if parts[0] == "begin" {
-                state.inFlight[key] = generation
-                state.everBegun[key, default: []].insert(generation)
-            } else if parts[0] == "done" {
-                state.completed[key] = generation
-                state.inFlight[key] = nil
-                state.completedWrites += 1
-            }
+    /// Polls `condition` every 10 ms until it holds or `timeout` passes; returns whether it held.
+    static func poll(timeout: Duration, _ condition: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while !condition() {
+            guard ContinuousClock.now < deadline else { return false }
+            try? await Task.sleep(for: .milliseconds(10))
         }
-        return state
+        return true
+    }
+
+    /// `true` once `pid` has been reaped: `kill(pid, 0)` fails with ESRCH.
+    static func isReaped(_ pid: Int32) -> Bool {
+        kill(pid, 0) == -1 && errno == ESRCH
+    }
+
+    /// The target of one of a process's file descriptors ("pipe:[123]", "/dev/null", …).
+    static func descriptor(_ fd: Int32, of pid: Int32) -> String? {
+        try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)")
+    }
+
+    /// Every descriptor target this process holds.
+    static func ownDescriptors() -> Set<String> {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return Set(names.compactMap { Int32($0) }.compactMap { descriptor($0, of: getpid()) })
+    }
+
+    /// Whether the log has at least `count` completed operations.
+    static func logHasCompleted(_ log: URL, atLeast count: Int) -> Bool {
+        guard let data = FileManager.default.contents(atPath: log.path) else { return false }
+        return String(decoding: data, as: UTF8.self).components(separatedBy: "\ndone ").count - 1 >= count
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
 
-/// Blocking waits — a child process, worker threads — run on a thread of their own, so they do
-/// not hold one of Swift concurrency's cooperative threads (only two on a 2-core machine) while
+/// Blocking waits — worker threads, a watchdog — run on a thread of their own, so they do not
+/// hold one of Swift concurrency's cooperative threads (only two on a 2-core machine) while
 /// every other test waits for one.
 enum OffPool {
     static func run<T>(_ body: @escaping () throws -> T) async throws -> T {
@@ -18,12 +18,4 @@ enum OffPool {
 struct UncheckedBox<Value>: @unchecked Sendable {
     let value: Value
     init(_ value: Value) { self.value = value }
-}
-
-extension Process {
-    /// Waits for the process to exit without blocking a cooperative thread.
-    func waitForExit() async {
-        let process = UncheckedBox(self)
-        _ = try? await OffPool.run { process.value.waitUntilExit() }
-    }
 }
