@@ -542,6 +542,28 @@ struct DiskStoreTests {
         #expect(try DiskStore(directory: directory, configuration: configuration).keys().count == 8)
     }
 
+    @Test func totalsAreCountedAgainAfterAnUncleanShutdown() throws {
+        // Given a store left open (as a crash leaves it) whose totals row was damaged, as a
+        // flipped byte in the index can do without SQLite noticing
+        do {
+            let store = try makeStore()
+            for index in 0..<20 { try store.setValue(Data(count: 100 + index), forKey: "k\(index)") }
+            // Not closed: the index stays marked dirty.
+        }
+        let connection = try SQLiteConnection(path: folder.url.appendingPathComponent("index.sqlite").path)
+        try connection.execute("UPDATE totals SET count = count + 3, size = size + 39 WHERE id = 0")
+        try connection.execute("UPDATE meta SET value = 1 WHERE name = 'dirty'")
+        connection.close()
+        // When it is opened again
+        let store = try makeStore()
+        // Then the totals equal a recount of the rows
+        let keys = try store.keys()
+        let size = try keys.reduce(0) { $0 + (try store.attributes(forKey: $1)?.size ?? 0) }
+        #expect(store.totalCount == keys.count)
+        #expect(store.totalSize == size)
+        #expect(keys.count == 20)
+    }
+
     @Test func twoStoresOnOneDirectorySeeEachOther() throws {
         let first = try makeStore()
         let second = try makeStore()

@@ -281,6 +281,14 @@ final class DiskIndex {
         try reads.totals()
     }
 
+    /// Sets the totals row to the count and stored size of the rows (call inside a transaction).
+    func recountTotals() throws {
+        try connection.execute("""
+            UPDATE totals SET count = (SELECT count(*) FROM entries),
+                size = (SELECT coalesce(sum(size), 0) FROM entries) WHERE id = 0
+            """)
+    }
+
     func meta(_ name: String) throws -> Int64? {
         try selectMeta.withReset { statement in
             try statement.bind(name, at: 1)

@@ -40,7 +40,14 @@ extension DiskStore {
             let wasDirty = try index.meta("dirty") ?? 0 != 0
             let lastSweep = try index.meta("last_sweep") ?? 0
             _ = try index.totals()
-            try index.connection.transaction { try index.setMeta("dirty", 1) }
+            try index.connection.transaction {
+                // After an unclean shutdown, count the totals again from the rows: the triggers
+                // keep them exact, but damage a crash or a bad disk left behind (a flipped size
+                // column, a flipped totals row) would otherwise skew them for good. One scan,
+                // only on this path.
+                if wasDirty { try index.recountTotals() }
+                try index.setMeta("dirty", 1)
+            }
             return (index, wasDirty, lastSweep)
         }
         var opened: (index: DiskIndex, wasDirty: Bool, lastSweep: Int64)
