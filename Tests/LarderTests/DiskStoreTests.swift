@@ -548,11 +548,14 @@ struct DiskStoreTests {
         do {
             let store = try makeStore()
             for index in 0..<20 { try store.setValue(Data(count: 100 + index), forKey: "k\(index)") }
-            // Not closed: the index stays marked dirty.
+            // Closed here, before the damage, so no later close (a background sweep may hold the
+            // store) can overwrite it; the dirty mark is set again below, as a crash leaves it.
+            store.close()
         }
         let connection = try SQLiteConnection(path: folder.url.appendingPathComponent("index.sqlite").path)
         try connection.execute("UPDATE totals SET count = count + 3, size = size + 39 WHERE id = 0")
         try connection.execute("UPDATE meta SET value = 1 WHERE name = 'dirty'")
+        #expect(try connection.scalarInt64("SELECT value FROM meta WHERE name = 'dirty'") == 1)
         connection.close()
         // When it is opened again
         let store = try makeStore()
