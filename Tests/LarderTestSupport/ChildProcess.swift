@@ -1,4 +1,5 @@
 public import Foundation
+import Larder
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -25,7 +26,7 @@ public final class ChildProcess: Sendable {
     }
     /// The state the termination handler and the reader threads share with this object.
     private final class Shared: Sendable {
-        let state = Mutex(State())
+        let state = Locked(State())
     }
     private let shared: Shared
     // Kept alive with this object; after `run()` only the termination handler touches it.
@@ -179,7 +180,7 @@ public final class ChildProcessScope: Sendable {
         var children: [ChildProcess] = []
         var isClosed = false
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     fileprivate init() {}
 
@@ -250,7 +251,7 @@ public func withChildProcesses<Result>(
 /// Every live child of this process, killed by an `atexit` handler should the process exit
 /// with children still running (a scope that never got to close).
 enum ChildProcessRegistry {
-    private static let live = Mutex<Set<Int32>>([])
+    private static let live = Locked<Set<Int32>>([])
     private static let installed = Atomic<Bool>(false)
 
     static func add(_ pid: Int32) {

@@ -582,7 +582,7 @@ struct DiskStoreTests {
 
 /// Collects a store's log messages across threads.
 final class MessageLog: Sendable {
-    private let storage = Mutex<[String]>([])
+    private let storage = Locked<[String]>([])
     func append(_ message: String) { storage.withLock { $0.append(message) } }
     var messages: [String] { storage.withLock { $0 } }
 }

@@ -27,7 +27,7 @@ struct ReliabilityOrphanTests {
 
     /// Lines a run printed, collected from another task.
     final class Lines: Sendable {
-        private let lines = Mutex<[String]>([])
+        private let lines = Locked<[String]>([])
         func append(_ line: String) { lines.withLock { $0.append(line) } }
         var all: [String] { lines.withLock { $0 } }
     }
@@ -68,7 +68,7 @@ struct ReliabilityOrphanTests {
         // Given a test blocked waiting for a helper that never ends on its own
         let directory = folder.url.appendingPathComponent("store")
         let log = folder.url.appendingPathComponent("log")
-        let pid = Mutex<Int32?>(nil)
+        let pid = Locked<Int32?>(nil)
         let wait = Task {
             try await withChildProcesses { scope in
                 let helper = try CrashHelper.startWriter(in: scope, directory: directory, log: log)
@@ -91,7 +91,7 @@ struct ReliabilityOrphanTests {
         // Given a helper writing in a scope whose body then throws
         let directory = folder.url.appendingPathComponent("store")
         let log = folder.url.appendingPathComponent("log")
-        let started = Mutex<ChildProcess?>(nil)
+        let started = Locked<ChildProcess?>(nil)
         let runnerOutput = [1, 2].compactMap { ProcessTable.descriptor(Int32($0), of: getpid()) }
         var childPipes: [String] = []
         await #expect(throws: Stop.self) {
@@ -158,7 +158,7 @@ struct ReliabilityOrphanTests {
         #expect(helper.wasKilledBySignal && !helper.isRunning)
         #expect(ProcessTable.isReaped(helper.processIdentifier))
         // And a scope refuses to start children once it has ended
-        let late = Mutex<ChildProcessScope?>(nil)
+        let late = Locked<ChildProcessScope?>(nil)
         try await withChildProcesses { scope in late.withLock { $0 = scope } }
         #expect(throws: CancellationError.self) {
             try late.withLock { scope in try CrashHelper.startWriter(in: scope!, directory: directory, log: log) }
