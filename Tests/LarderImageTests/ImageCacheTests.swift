@@ -660,14 +660,14 @@ struct ImageCacheTests {
         #expect(received.withLock { $0.last } == Int64(png.count))
     }
 
-    @Test func visibleImagesStartBeforeQueuedPrefetches() async throws {
+    @Test func visibleImagesDownloadAheadOfQueuedBackgroundLoads() async throws {
         // Given a fetcher with one download slot, held by a slow download
         let png = self.png
         let order = Locked<[String]>([])
         let server = try TestHTTPServer { path, _ in
             order.withLock { $0.append(path) }
             return TestHTTPServer.Response(headers: [("Content-Type", "image/png")], body: png,
-                                           delay: path == "/hold.png" ? .seconds(3) : .zero)
+                                           delay: path == "/hold.png" ? .seconds(5) : .zero)
         }
         let cache = try makeCache(fetcher: HTTPImageFetcher { $0.maximumAttempts = 1; $0.maximumConcurrentDownloads = 1 }) {
             $0.maximumConcurrentPrefetches = 4
