@@ -56,10 +56,10 @@ public struct ImageFreshness: Sendable, Hashable {
         if directives["no-cache"] != nil { return .skip }
         let clamp = { (seconds: Double) -> Decision in
             guard seconds > 0 else { return .skip }
-            let bounded = min(max(seconds, minimum.seconds), maximum.seconds)
+            let bounded = min(max(seconds, minimum.timeInterval), maximum.timeInterval)
             return .store(.seconds(bounded))
         }
-        if directives["immutable"] != nil { return .store(.seconds(maximum.seconds)) }
+        if directives["immutable"] != nil { return .store(.seconds(maximum.timeInterval)) }
         let ageSeconds = age.flatMap { Double($0.trimmingCharacters(in: .whitespaces)) }.map { max(0, $0) } ?? 0
         if let maxAge = directives["max-age"].flatMap({ $0 }).flatMap(Double.init) {
             return clamp(maxAge - ageSeconds)
@@ -70,7 +70,7 @@ public struct ImageFreshness: Sendable, Hashable {
             let origin = date.flatMap(HTTPImageFetcher.httpDate) ?? now
             return clamp(expiresDate.timeIntervalSince(origin) - ageSeconds)
         }
-        return .store(.seconds(min(max(fallback.seconds, minimum.seconds), maximum.seconds)))
+        return .store(.seconds(min(max(fallback.timeInterval, minimum.timeInterval), maximum.timeInterval)))
     }
 
     /// `Cache-Control` directives by lower-cased name, with their argument when they have one.
@@ -85,12 +85,5 @@ public struct ImageFreshness: Sendable, Hashable {
             result[name] = value
         }
         return result
-    }
-}
-
-extension Duration {
-    /// The duration in seconds.
-    var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }
