@@ -221,7 +221,7 @@ struct AtomicOperationsTests {
                 FileManager.default.createFile(atPath: directory.appendingPathComponent("go").path, contents: nil)
                 var output: [String: [String]] = [:]
                 for (index, child) in children.enumerated() {
-                    await child.waitForExit()
+                    await child.waitForOutput()
                     #expect(child.exitedCleanly, "\(child.standardError)")
                     let lines = child.standardOutput.split(separator: "\n").map(String.init)
                     #expect(lines.last == "done")

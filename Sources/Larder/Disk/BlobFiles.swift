@@ -99,13 +99,16 @@ struct BlobFiles: Sendable {
         }
 
         let destination = path(of: name)
-        if rename(temporary, destination) != 0 {
+        // The shard directory may not exist yet, or a removal may have just removed it as
+        // empty: create it and try again.
+        var attempt = 0
+        while rename(temporary, destination) != 0 {
             let failure = errno
-            guard failure == ENOENT else {
+            attempt += 1
+            guard failure == ENOENT, attempt < 4 else {
                 unlink(temporary)
                 throw Self.ioError("moving blob into place", destination, code: failure)
             }
-            // The shard directory does not exist yet: create it and try once more.
             let shard = blobsPath + "/" + String(name.prefix(2))
             do {
                 try Self.makeDirectory(shard)
@@ -113,11 +116,6 @@ struct BlobFiles: Sendable {
             } catch {
                 unlink(temporary)
                 throw error
-            }
-            guard rename(temporary, destination) == 0 else {
-                let code = errno
-                unlink(temporary)
-                throw Self.ioError("moving blob into place", destination, code: code)
             }
         }
         if durable {
@@ -165,9 +163,13 @@ struct BlobFiles: Sendable {
 
     /// Removes `blobs/<name>`; a missing file is not an error, a name not of the shape
     /// ``isValidName(_:)`` accepts is ignored.
+    /// Removes the blob `name`, and its shard directory when that leaves it empty, so a cache
+    /// emptied by removals leaves its directory as it started.
     func remove(name: String) {
         guard Self.isValidName(name) else { return }
-        unlink(path(of: name))
+        guard unlink(path(of: name)) == 0 else { return }
+        // Fails (ENOTEMPTY) while the shard holds other blobs: one cheap call.
+        rmdir(blobsPath + "/" + String(name.prefix(2)))
     }
 
     static func syncDirectory(_ path: String) throws {

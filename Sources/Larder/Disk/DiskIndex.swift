@@ -155,7 +155,7 @@ final class DiskIndex {
         deleteExpiredBatch = try connection.statement("""
             DELETE FROM entries WHERE rowid IN
                 (SELECT rowid FROM entries WHERE expires IS NOT NULL AND expires <= ? LIMIT ?)
-            RETURNING file
+            RETURNING file, key
             """)
         // A scan of the narrow table with a top-N sort: run once per `candidateCount` evictions.
         selectLowestRanked = try connection.statement("SELECT entry, seq FROM access ORDER BY seq LIMIT ?")
@@ -406,12 +406,18 @@ final class DiskIndex {
         }
     }
 
-    /// Deletes up to `limit` expired rows; returns the count and their blob files.
-    func deleteExpired(now: Int64, limit: Int) throws -> (count: Int, files: [String]) {
+    /// Deletes up to `limit` expired rows; returns the count, their blob files and their keys.
+    func deleteExpired(now: Int64, limit: Int) throws -> (count: Int, files: [String], keys: [String]) {
         try deleteExpiredBatch.withReset { statement in
             try statement.bind(now, at: 1)
             try statement.bind(Int64(limit), at: 2)
-            return try Self.deletedRows(statement)
+            var files: [String] = []
+            var keys: [String] = []
+            while try statement.step() {
+                if let file = statement.optionalString(0) { files.append(file) }
+                keys.append(statement.string(1))
+            }
+            return (keys.count, files, keys)
         }
     }
 

@@ -34,7 +34,10 @@ extension DiskStore {
                 _ = try index.delete(rowID: location.rowID)
                 return (location, location.expires.map { $0 <= now } ?? false)
             }
-            if taken?.isExpired == true { state.statistics.expirations += 1 }
+            if taken?.isExpired == true {
+                state.statistics.expirations += 1
+                state.recordRemoval(key, .expired)
+            }
             return taken
         }
         guard let taken else {

@@ -170,6 +170,9 @@ extension DiskStore {
         /// Times a corrupt index was found while the store was open and emptied so the store
         /// could keep working.
         public var indexResets = 0
+        /// Times the store found its directory (or its index) deleted or replaced while open,
+        /// and created a new one where other stores on the path see it.
+        public var directoryRecreations = 0
         /// Entries in the store now.
         public var totalCount = 0
         /// Stored bytes in the store now.

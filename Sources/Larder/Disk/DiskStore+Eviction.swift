@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 // Expiry, limits and least-recently-used order: access recording, trims and eviction.
 extension DiskStore {
@@ -13,7 +14,8 @@ extension DiskStore {
             let batch: (count: Int, files: [String]) = try withLiveIndex { state, index in
                 let batch = try index.connection.transaction { try index.deleteExpired(now: now, limit: Self.batchSize) }
                 state.statistics.expirations += batch.count
-                return batch
+                for key in batch.keys { state.recordRemoval(key, .expired) }
+                return (batch.count, batch.files)
             }
             for name in batch.files { files.remove(name: name) }
             total += batch.count
@@ -43,17 +45,52 @@ extension DiskStore {
         for name in removed { files.remove(name: name) }
     }
 
-    static func evictIfNeeded(
-        _ state: inout State, index: DiskIndex, configuration: Configuration, now: Int64, keeping key: String
-    ) throws -> [String] {
+    func evictIfNeeded(_ state: inout State, index: DiskIndex, now: Int64, keeping key: String) throws -> [String] {
+        let countLimit = self.countLimit, sizeLimit = self.sizeLimit
         let totals = try index.totals()
-        guard totals.count > configuration.countLimit || totals.size > configuration.sizeLimit else { return [] }
+        guard totals.count > countLimit || totals.size > sizeLimit else { return [] }
         let ratio = configuration.overflowTrimRatio
-        let targetCount = totals.count > configuration.countLimit
-            ? trimTarget(limit: configuration.countLimit, ratio: ratio) : configuration.countLimit
-        let targetSize = totals.size > configuration.sizeLimit
-            ? trimTarget(limit: configuration.sizeLimit, ratio: ratio) : configuration.sizeLimit
-        return try shrink(&state, index: index, now: now, toCount: targetCount, toSize: targetSize, keeping: key)
+        let targetCount = totals.count > countLimit ? trimTarget(limit: countLimit, ratio: ratio) : countLimit
+        let targetSize = totals.size > sizeLimit ? trimTarget(limit: sizeLimit, ratio: ratio) : sizeLimit
+        return try Self.shrink(&state, index: index, now: now, toCount: targetCount, toSize: targetSize, keeping: key)
+    }
+
+    /// The count limit in force: ``Configuration/countLimit`` until
+    /// ``setLimits(countLimit:sizeLimit:)`` changes it.
+    public var countLimit: Int { countLimitValue.load(ordering: .relaxed) }
+
+    /// The size limit in force: ``Configuration/sizeLimit`` until
+    /// ``setLimits(countLimit:sizeLimit:)`` changes it.
+    public var sizeLimit: Int { sizeLimitValue.load(ordering: .relaxed) }
+
+    /// Changes the limits of the live store (this instance; other stores on the directory keep
+    /// theirs). A lowered limit trims at once, expired entries first, then the least recently
+    /// used, in the same hold of the writer's lock: no write lands between the change and the
+    /// trim.
+    ///
+    /// - Parameters:
+    ///   - countLimit: The new count limit; `nil` keeps the current one.
+    ///   - sizeLimit: The new size limit in stored bytes; `nil` keeps the current one.
+    /// - Throws: ``StorageError/Code/invalidConfiguration`` for a negative limit (nothing
+    ///   changes), or the errors of a trim.
+    public func setLimits(countLimit: Int? = nil, sizeLimit: Int? = nil) throws {
+        if let countLimit, countLimit < 0 {
+            throw StorageError.invalidConfiguration(field: "countLimit", value: "\(countLimit)", reason: "must not be negative")
+        }
+        if let sizeLimit, sizeLimit < 0 {
+            throw StorageError.invalidConfiguration(field: "sizeLimit", value: "\(sizeLimit)", reason: "must not be negative")
+        }
+        let now = configuration.now().milliseconds
+        let removed: [String] = try withLiveIndex { state, index in
+            if let countLimit { countLimitValue.store(countLimit, ordering: .relaxed) }
+            if let sizeLimit { sizeLimitValue.store(sizeLimit, ordering: .relaxed) }
+            let count = self.countLimit, size = self.sizeLimit
+            return try index.connection.transaction {
+                try flushAccesses(index: index)
+                return try Self.shrink(&state, index: index, now: now, toCount: count, toSize: size, keeping: nil)
+            }
+        }
+        for name in removed { files.remove(name: name) }
     }
 
     /// Removes expired rows, then least recently used ones, until both totals are at or below
@@ -67,6 +104,7 @@ extension DiskStore {
         while totals.count > targetCount || totals.size > targetSize {
             let batch = try index.deleteExpired(now: now, limit: batchSize)
             state.statistics.expirations += batch.count
+            for key in batch.keys { state.recordRemoval(key, .expired) }
             obsolete += batch.files
             totals = try index.totals()
             if batch.count < batchSize { break }
@@ -81,6 +119,7 @@ extension DiskStore {
                 deletedAny = true
                 if let file = deleted.file { obsolete.append(file) }
                 state.statistics.evictions += 1
+                state.recordRemoval(row.key, .evicted)
                 totals.count -= 1
                 totals.size -= row.size
             }

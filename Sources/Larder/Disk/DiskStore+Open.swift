@@ -90,6 +90,7 @@ extension DiskStore {
             try? index.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             index.connection.close()
             state.index = nil
+            state.needsReopen = false
         }
     }
 
@@ -121,5 +122,6 @@ extension DiskStore {
         }
         try fresh.connection.transaction { try fresh.setMeta("dirty", 1) }
         state.index = fresh
+        state.indexIdentity = FileIdentity(path: path)
     }
 }

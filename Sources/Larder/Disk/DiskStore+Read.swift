@@ -100,7 +100,10 @@ extension DiskStore {
     private func removeExpiredEntry(key: String, location: DiskIndex.Location) throws {
         let removed = try withLiveIndex { state, index in
             let removed = try index.connection.transaction { try index.deleteIfUnchanged(key: key, location: location) }
-            if removed { state.statistics.expirations += 1 }
+            if removed {
+                state.statistics.expirations += 1
+                state.recordRemoval(key, .expired)
+            }
             return removed
         }
         if removed, let file = location.file { files.remove(name: file) }

@@ -23,6 +23,7 @@ extension DiskStore {
     /// whichever connection found it: the pool generation tells whether another thread already
     /// did) and `body` runs once more on a fresh connection.
     func withReader<T>(_ body: (DiskIndexReader) throws -> T) throws -> T {
+        try checkDirectoryIfDue()
         var attempt = 0
         while true {
             let (idle, generation, isClosed) = readers.withLock { pool in

@@ -39,7 +39,7 @@ extension DiskStore {
             throw StorageError.invalidInput("metadata of \(metadata.count) bytes exceeds \(Self.metadataLimit) bytes")
         }
 
-        if configuration.countLimit == 0 || configuration.sizeLimit == 0 {
+        if countLimit == 0 || sizeLimit == 0 {
             if onlyIfAbsent, try containsValue(forKey: key) { return false }
             try acceptAndEvict(key: key)
             return true
@@ -55,9 +55,8 @@ extension DiskStore {
                 encoding = .gzip
             }
         }
-        guard stored.count <= configuration.sizeLimit else {
-            throw StorageError.invalidInput(
-                "value of \(stored.count) stored bytes exceeds sizeLimit \(configuration.sizeLimit)")
+        guard stored.count <= sizeLimit else {
+            throw StorageError.invalidInput("value of \(stored.count) stored bytes exceeds sizeLimit \(sizeLimit)")
         }
         let now = configuration.now()
         let nowMilliseconds = now.milliseconds
@@ -65,7 +64,7 @@ extension DiskStore {
         // The digest names a blob file; an inline row needs none (its checksum covers the key).
         let hash = inline ? "" : configuration.keyHashing.hexDigest(key)
         let file = inline ? nil : BlobFiles.makeName(hash: hash)
-        if let file { try files.write(stored, name: file) }
+        if let file { try writeBlob(stored, name: file) }
 
         let row = DiskIndex.Row(
             key: key, hash: hash, file: file, size: stored.count, originalSize: data.count, encoding: encoding,
@@ -86,8 +85,7 @@ extension DiskStore {
                     var obsolete: [String] = []
                     if case let previous?? = try index.file(forKey: key) { obsolete.append(previous) }
                     try index.write(row, sequence: sequence)
-                    obsolete += try Self.evictIfNeeded(
-                        &state, index: index, configuration: configuration, now: nowMilliseconds, keeping: key)
+                    obsolete += try evictIfNeeded(&state, index: index, now: nowMilliseconds, keeping: key)
                     return obsolete
                 }
                 guard obsolete != nil else { return nil }
@@ -115,6 +113,7 @@ extension DiskStore {
             let removed = try index.connection.transaction { try index.delete(key: key) }
             state.statistics.writes += 1
             state.statistics.evictions += 1
+            state.recordRemoval(key, .evicted)
             return removed
         }
         if let file = removed.file { files.remove(name: file) }
@@ -139,6 +138,20 @@ extension DiskStore {
             return try index.connection.transaction { try index.deleteAll().files }
         }
         for name in removed { files.remove(name: name) }
+    }
+
+    /// Writes a blob file; when the write fails because `tmp/` or `blobs/` (or the whole
+    /// directory) was removed, creates them again and retries once.
+    func writeBlob(_ data: Data, name: String) throws {
+        do {
+            try files.write(data, name: name)
+        } catch {
+            guard !FileManager.default.fileExists(atPath: files.tmpPath)
+                    || !FileManager.default.fileExists(atPath: files.blobsPath) else { throw error }
+            try state.withLock { try reopenIfDirectoryChanged(&$0) }
+            try files.createDirectories()
+            try files.write(data, name: name)
+        }
     }
 
     static func checkpointIfDue(_ state: inout State, index: DiskIndex) {

@@ -1,4 +1,5 @@
 public import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -50,12 +51,35 @@ public final class DiskStore: Sendable {
     let reads: Locked<ReadLog>
     /// `index.sqlite` in ``directory``.
     let indexPath: String
+    /// When a read last looked at the directory (``monotonicNanoseconds()``).
+    let lastDirectoryCheck = Atomic<UInt64>(0)
+    /// Where the storage that created the store hears of evictions and expirations.
+    let removals: RemovalReporter<String>?
+    /// The limits in force: the configuration's until ``setLimits(countLimit:sizeLimit:)``
+    /// changes them (stored under the writer's lock, read without it).
+    let countLimitValue: Atomic<Int>
+    let sizeLimitValue: Atomic<Int>
 
     /// The writer's state. `index` is `nil` once the store is closed.
     ///
     /// Lock order: `state` may be held while taking `readers` or `reads`, never the reverse.
     struct State {
         var index: DiskIndex?
+        /// The device and inode of `index.sqlite` when it was opened: a path that no longer
+        /// names that file means the directory was deleted or replaced under the store.
+        var indexIdentity: FileIdentity?
+        /// Set when the index must be opened again (the directory vanished and could not be
+        /// created yet); cleared by `close()`.
+        var needsReopen = false
+        /// Whether this hold of the lock keeps the keys it evicts or finds expired, for the
+        /// events of the storage that created the store (set when the lock is taken).
+        var recordsRemovals = false
+        var removalEvents: [(key: String, kind: StorageEvent.Kind)] = []
+
+        /// Keeps `key`'s removal for the storage's events, if it listens.
+        mutating func recordRemoval(_ key: String, _ kind: StorageEvent.Kind) {
+            if recordsRemovals { removalEvents.append((key, kind)) }
+        }
         var writesSinceCheckpoint = 0
         /// Every counter but hits and misses (those are in ``ReadLog``).
         var statistics = Statistics()
@@ -107,26 +131,26 @@ public final class DiskStore: Sendable {
     ///   configuration; ``StorageError/io(operation:path:underlying:)`` when the directory
     ///   cannot be created or is not a directory; ``StorageError/sqlite(code:message:sql:)``
     ///   when the index cannot be opened.
-    public init(directory: URL, configuration: Configuration = .init()) throws {
+    public convenience init(directory: URL, configuration: Configuration = .init()) throws {
+        try self.init(directory: directory, configuration: configuration, removals: nil)
+    }
+
+    /// A store that reports its evictions and expirations to `removals`.
+    init(directory: URL, configuration: Configuration, removals: RemovalReporter<String>?) throws {
+        self.removals = removals
         try configuration.validate()
+        countLimitValue = Atomic(configuration.countLimit)
+        sizeLimitValue = Atomic(configuration.sizeLimit)
         self.directory = directory.standardizedFileURL
         self.configuration = configuration
         self.files = BlobFiles(root: self.directory, durable: configuration.durability == .durable)
 
-        do {
-            try FileManager.default.createDirectory(
-                atPath: self.directory.path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        } catch {
-            let reason = ((error as NSError).userInfo[NSUnderlyingErrorKey] as? POSIXError)
-                .map { String(cString: strerror($0.code.rawValue)) } ?? "\(error)"
-            throw StorageError.io(operation: "creating directory", path: self.directory.path, reason: reason, cause: error)
-        }
-        try BlobFiles.makeDirectory(self.directory.path)
+        try Self.makeDirectories(self.directory)
         try files.createDirectories()
 
         indexPath = self.directory.appendingPathComponent("index.sqlite").path
         let (index, needsSweep) = try Self.openIndex(in: self.directory, configuration: configuration)
-        state = Locked(State(index: index))
+        state = Locked(State(index: index, indexIdentity: FileIdentity(path: indexPath)))
         readers = Locked(ReaderPool())
         reads = Locked(ReadLog())
         if needsSweep {
@@ -149,7 +173,23 @@ public final class DiskStore: Sendable {
     /// — a cache may lose entries, never return wrong ones — and the store keeps working. Their
     /// blob files become orphans for the sweep of the next open (the reset clears `last_sweep`).
     func withIndex<T>(_ body: (inout State) throws -> sending T) throws -> sending T {
+        guard let removals, removals.isActive() else { return try withIndexLocked(body) }
+        let (result, events) = try withIndexLocked { state in
+            state.recordsRemovals = true
+            state.removalEvents = []
+            defer { state.recordsRemovals = false }
+            let result = try body(&state)
+            let events = state.removalEvents
+            state.removalEvents = []
+            return (result, events)
+        }
+        for event in events { removals.report(event.key, event.kind) }
+        return result
+    }
+
+    private func withIndexLocked<T>(_ body: (inout State) throws -> sending T) throws -> sending T {
         try state.withLock { state in
+            try reopenIfDirectoryChanged(&state)
             do {
                 return try body(&state)
             } catch let error as StorageError where error.isDatabaseCorruption {

@@ -6,11 +6,15 @@ extension MemoryStore {
     struct Graveyard {
         @usableFromInline var first: Value?
         @usableFromInline var rest: [Value]
+        /// The keys evicted or expired, kept only while a storage's events have observers
+        /// (`nil` otherwise: nothing is allocated).
+        @usableFromInline var departed: [(key: Key, expired: Bool)]?
 
         @inlinable
-        init() {
+        init(recording: Bool = false) {
             first = nil
             rest = []
+            departed = recording ? [] : nil
         }
 
         @inlinable

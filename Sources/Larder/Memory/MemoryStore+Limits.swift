@@ -1,18 +1,23 @@
 extension MemoryStore {
-    /// The limits, and the totals to reach when one is exceeded, fixed at creation.
+    /// The limits, and the totals to reach when one is exceeded: the configuration's until
+    /// ``MemoryStore/setLimits(countLimit:costLimit:)`` changes the count and cost limits.
     @usableFromInline
     struct Limits {
-        @usableFromInline let countLimit: Int
-        @usableFromInline let countTarget: Int
-        @usableFromInline let costLimit: Int
-        @usableFromInline let costTarget: Int
-        @usableFromInline let entryCostLimit: Int
+        @usableFromInline private(set) var countLimit: Int
+        @usableFromInline private(set) var countTarget: Int
+        @usableFromInline private(set) var costLimit: Int
+        @usableFromInline private(set) var costTarget: Int
+        @usableFromInline private(set) var entryCostLimit: Int
+        let ratio: Double
+        let configuredEntryCostLimit: Int
         @usableFromInline let bucketMaxCosts: [Int]
         @usableFromInline let bucketCountLimits: [Int]
         @usableFromInline let bucketCountTargets: [Int]
 
         init(_ configuration: Configuration) {
             let ratio = configuration.overflowTrimRatio
+            self.ratio = ratio
+            configuredEntryCostLimit = configuration.entryCostLimit
             countLimit = configuration.countLimit
             countTarget = trimTarget(limit: countLimit, ratio: ratio)
             costLimit = configuration.costLimit
@@ -21,6 +26,15 @@ extension MemoryStore {
             bucketMaxCosts = configuration.sizeBuckets.map(\.maxEntryCost)
             bucketCountLimits = configuration.sizeBuckets.map(\.countLimit)
             bucketCountTargets = bucketCountLimits.map { trimTarget(limit: $0, ratio: ratio) }
+        }
+
+        /// Sets new count and cost limits, and the targets and entry cost limit that follow.
+        mutating func change(countLimit: Int, costLimit: Int) {
+            self.countLimit = countLimit
+            countTarget = trimTarget(limit: countLimit, ratio: ratio)
+            self.costLimit = costLimit
+            costTarget = trimTarget(limit: costLimit, ratio: ratio)
+            entryCostLimit = Swift.min(configuredEntryCostLimit, costLimit)
         }
 
         /// The bucket of an entry of `cost`: `.some(nil)` when there are no buckets, `nil` when
@@ -65,6 +79,44 @@ extension MemoryStore {
             count -= 1
             self.cost -= cost
             if let bucket { bucketCounts[bucket] -= 1 }
+        }
+    }
+}
+
+extension MemoryStore {
+    /// The count limit in force: ``Configuration/countLimit`` until
+    /// ``setLimits(countLimit:costLimit:)`` changes it.
+    public var countLimit: Int { locked.withLockUnchecked { $0.limits.countLimit } }
+
+    /// The cost limit in force: ``Configuration/costLimit`` until
+    /// ``setLimits(countLimit:costLimit:)`` changes it.
+    public var costLimit: Int { locked.withLockUnchecked { $0.limits.costLimit } }
+
+    /// Changes the count and cost limits of the live store. A lowered limit trims at once,
+    /// expired entries first, then the policy's victims, in the same hold of the lock: no write
+    /// lands between the change and the trim. Size buckets keep their limits.
+    ///
+    /// - Parameters:
+    ///   - countLimit: The new count limit; `nil` keeps the current one.
+    ///   - costLimit: The new cost limit; `nil` keeps the current one. The configuration's
+    ///     ``Configuration/entryCostLimit`` is capped by it, as at creation.
+    /// - Throws: ``StorageError/Code/invalidConfiguration`` for a negative limit (nothing
+    ///   changes).
+    public func setLimits(countLimit: Int? = nil, costLimit: Int? = nil) throws {
+        if let countLimit, countLimit < 0 {
+            throw StorageError.invalidConfiguration(field: "countLimit", value: "\(countLimit)", reason: "must not be negative")
+        }
+        if let costLimit, costLimit < 0 {
+            throw StorageError.invalidConfiguration(field: "costLimit", value: "\(costLimit)", reason: "must not be negative")
+        }
+        let now = currentTime()
+        withStateReleasingRemoved { state, graveyard in
+            let count = countLimit ?? state.limits.countLimit
+            let cost = costLimit ?? state.limits.costLimit
+            state.limits.change(countLimit: count, costLimit: cost)
+            state.policy.resize(countLimit: count, costLimit: cost)
+            state.trim(toCount: count, now: now, into: &graveyard)
+            state.trim(toCost: cost, now: now, into: &graveyard)
         }
     }
 }

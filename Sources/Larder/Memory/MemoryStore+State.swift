@@ -47,7 +47,7 @@ extension MemoryStore {
     /// Everything mutable in a store; only ever touched with the store's lock held.
     @usableFromInline
     struct State {
-        @usableFromInline let limits: Limits
+        @usableFromInline var limits: Limits
         @usableFromInline var index = KeyIndex()
         @usableFromInline var slots: ContiguousArray<Slot?> = []
         /// A stack of the free slots: its first `freeCount` elements (never shrinks, so that
@@ -291,7 +291,9 @@ extension MemoryStore {
             case .bucket: statistics.bucketEvictions += 1
             case .expiry: statistics.expirations += 1
             }
-            graveyard.bury(removeSlot(slot, isEviction: reason != .expiry).value)
+            let entry = removeSlot(slot, isEviction: reason != .expiry)
+            if graveyard.departed != nil { graveyard.departed!.append((entry.key, reason == .expiry)) }
+            graveyard.bury(entry.value)
         }
 
         /// Unlinks the entry in `slot` from every structure and frees the slot.

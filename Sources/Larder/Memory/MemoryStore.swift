@@ -54,6 +54,8 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     /// When every write expires by default, nearly every read needs the time: read it before
     /// locking instead of discovering that under the lock and locking a second time.
     @usableFromInline let readsClockBeforeLocking: Bool
+    /// Where a storage that created the store hears of evictions and expirations.
+    @usableFromInline let removals: RemovalReporter<Key>?
 
     /// Creates a store with the given configuration.
     ///
@@ -62,8 +64,14 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     ///   invalid field: a negative limit, an `overflowTrimRatio` outside `0..<1` (or NaN),
     ///   size buckets that are not strictly increasing or have a non-positive cost or count,
     ///   or a `defaultExpiry` that is not positive and finite.
-    public init(configuration: Configuration = .init()) throws {
+    public convenience init(configuration: Configuration = .init()) throws {
+        try self.init(configuration: configuration, removals: nil)
+    }
+
+    /// A store that reports its evictions and expirations to `removals`.
+    init(configuration: Configuration, removals: RemovalReporter<Key>?) throws {
         try configuration.validate()
+        self.removals = removals
         self.configuration = configuration
         self.locked = Locked(State(limits: Limits(configuration), policy: configuration.policy))
         self.measure = configuration.cost ?? Self.conformingMeasure()
@@ -139,6 +147,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
             case .absent: return false
             case .expired(let dropped):
                 withExtendedLifetime(dropped) {}  // released here, outside the lock
+                reportExpired(key)
                 return false
             case .needsClock: now = currentTime()
             }
@@ -285,8 +294,11 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     /// graveyard and are released after unlocking, so no value deinitializer runs under the lock.
     @inlinable
     func withStateReleasingRemoved<Result>(_ body: (inout State, inout Graveyard) -> Result) -> Result {
-        var graveyard = Graveyard()
+        var graveyard = Graveyard(recording: removals?.isActive() ?? false)
         let result = locked.withLockUnchecked { state in body(&state, &graveyard) }
+        if let departed = graveyard.departed, let removals {
+            for entry in departed { removals.report(entry.key, entry.expired ? .expired : .evicted) }
+        }
         withExtendedLifetime(graveyard) {}
         return result
     }
@@ -352,6 +364,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
                 return nil
             case .expired(let dropped):
                 withExtendedLifetime(dropped) {}  // released here, outside the lock
+                reportExpired(key)
                 return nil
             case .needsClock:
                 // The entry can expire: read the clock (user code) outside the lock, then look
@@ -359,6 +372,13 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
                 now = currentTime()
             }
         }
+    }
+
+    /// Tells the storage that created the store, if it listens, that a read found `key` expired.
+    @usableFromInline
+    func reportExpired(_ key: Key) {
+        guard let removals, removals.isActive() else { return }
+        removals.report(key, .expired)
     }
 
     @inlinable

@@ -20,6 +20,11 @@ struct PolicyBookkeeping {
             : S3FIFOPolicy(countLimit: 0, costLimit: 0, bucketCountLimits: [])
     }
 
+    /// Sizes the policy for new store-wide limits.
+    mutating func resize(countLimit: Int, costLimit: Int) {
+        if kind == .s3fifo { s3fifo.resize(countLimit: countLimit, costLimit: costLimit) }
+    }
+
     @inlinable @inline(__always)
     mutating func didInsert(_ slot: Int, bucket: Int?, cost: Int, keyHash: Int) {
         switch kind {

@@ -76,10 +76,10 @@ struct S3FIFOPolicy: MemoryPolicy {
     @usableFromInline var bucketSmallCounts: [Int]
     @usableFromInline var bucketMainCounts: [Int]
 
-    @usableFromInline let smallCountCapacity: Int
-    @usableFromInline let smallCostCapacity: Int
-    @usableFromInline let mainCountCapacity: Int
-    @usableFromInline let mainCostCapacity: Int
+    @usableFromInline var smallCountCapacity: Int
+    @usableFromInline var smallCostCapacity: Int
+    @usableFromInline var mainCountCapacity: Int
+    @usableFromInline var mainCostCapacity: Int
     @usableFromInline let bucketSmallCapacities: [Int]
     @usableFromInline let bucketMainCapacities: [Int]
 
@@ -89,16 +89,26 @@ struct S3FIFOPolicy: MemoryPolicy {
 
     /// Creates the bookkeeping for the given limits (`bucketCountLimits` empty for no buckets).
     init(countLimit: Int, costLimit: Int, bucketCountLimits: [Int]) {
-        func smallShare(_ limit: Int) -> Int { Int((Double(limit) * Self.smallRatio).rounded(.down)) }
-        smallCountCapacity = smallShare(countLimit)
-        smallCostCapacity = smallShare(costLimit)
+        smallCountCapacity = Self.smallShare(countLimit)
+        smallCostCapacity = Self.smallShare(costLimit)
         mainCountCapacity = countLimit - smallCountCapacity
         mainCostCapacity = costLimit - smallCostCapacity
-        bucketSmallCapacities = bucketCountLimits.map(smallShare)
-        bucketMainCapacities = bucketCountLimits.map { $0 - smallShare($0) }
+        bucketSmallCapacities = bucketCountLimits.map(Self.smallShare)
+        bucketMainCapacities = bucketCountLimits.map { $0 - Self.smallShare($0) }
         bucketSmallCounts = Array(repeating: 0, count: bucketCountLimits.count)
         bucketMainCounts = Array(repeating: 0, count: bucketCountLimits.count)
         bucketQueues = LRUList(listCount: 2 * bucketCountLimits.count)
+    }
+
+    static func smallShare(_ limit: Int) -> Int { Int((Double(limit) * smallRatio).rounded(.down)) }
+
+    /// Sizes the queues for new store-wide limits (the entries stay where they are; the next
+    /// victims rebalance them).
+    mutating func resize(countLimit: Int, costLimit: Int) {
+        smallCountCapacity = Self.smallShare(countLimit)
+        smallCostCapacity = Self.smallShare(costLimit)
+        mainCountCapacity = countLimit - smallCountCapacity
+        mainCostCapacity = costLimit - smallCostCapacity
     }
 
     // MARK: Recording changes

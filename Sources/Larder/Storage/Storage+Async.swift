@@ -58,8 +58,7 @@ extension Storage where Value: Sendable {
             }
         }
         if let cost = write.cost {
-            memory.setValue(value, forKey: key, cost: cost, expiry: expiry)
-            emit(.written, key.cacheKey, .memory)
+            if memory.setValue(value, forKey: key, cost: cost, expiry: expiry) { emit(.written, key.cacheKey, .memory) }
         } else if memory.removeValue(forKey: key) {
             emit(.removed, key.cacheKey, .memory)
         }

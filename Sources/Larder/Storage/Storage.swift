@@ -62,7 +62,7 @@ public final class Storage<Key: CacheKey, Value> {
     /// Get-or-load failures remembered for their `failureExpiry`.
     let failures = FailureMemory<Key>()
     /// The observers of ``events(bufferSize:)``.
-    @usableFromInline let broadcaster = EventBroadcaster()
+    @usableFromInline let broadcaster: EventBroadcaster
     @usableFromInline let counters: Counters
     /// The identities of every tier: memory first, then the byte tiers in order.
     public let tierIDs: [StorageTier]
@@ -81,10 +81,21 @@ public final class Storage<Key: CacheKey, Value> {
     ) throws {
         self.configuration = configuration
         self.transformer = transformer
-        self.memory = try MemoryStore(configuration: configuration.effectiveMemory)
+        // The tiers the storage creates report their evictions and expirations to its events.
+        let broadcaster = EventBroadcaster()
+        self.broadcaster = broadcaster
+        self.memory = try MemoryStore(
+            configuration: configuration.effectiveMemory,
+            removals: RemovalReporter(isActive: { broadcaster.hasObservers }) { key, kind in
+                broadcaster.send(StorageEvent(kind: kind, key: key.cacheKey, tier: .memory))
+            })
         var tiers: [any CacheTier] = []
         if let directory = configuration.directory {
-            tiers.append(try DiskStore(directory: directory, configuration: configuration.effectiveDisk))
+            tiers.append(try DiskStore(
+                directory: directory, configuration: configuration.effectiveDisk,
+                removals: RemovalReporter(isActive: { broadcaster.hasObservers }) { key, kind in
+                    broadcaster.send(StorageEvent(kind: kind, key: key, tier: .disk))
+                }))
         }
         tiers += additionalTiers
         let ids = [StorageTier.memory] + tiers.map(\.tierID)
@@ -305,8 +316,7 @@ public final class Storage<Key: CacheKey, Value> {
             }
         }
         if let cost = write.cost {
-            memory.setValue(value, forKey: key, cost: cost, expiry: expiry)
-            emit(.written, cacheKey, .memory)
+            if memory.setValue(value, forKey: key, cost: cost, expiry: expiry) { emit(.written, cacheKey, .memory) }
         } else if memory.removeValue(forKey: key) {
             emit(.removed, cacheKey, .memory)
         }
@@ -415,8 +425,10 @@ public final class Storage<Key: CacheKey, Value> {
     // MARK: - Events
 
     /// A new observer's sequence of changes: values written to and removed from each tier by
-    /// this storage's calls. Promotions, clears (``removeAll(tiers:)``) and the tiers' own
-    /// evictions and expirations are not reported yet.
+    /// this storage's calls, and the entries memory and the disk tier evict to meet their
+    /// limits or drop as expired (when a read, a write's overflow or ``removeExpired(tiers:)``
+    /// finds them). Promotions, clears (``removeAll(tiers:)``) and the evictions of tiers given
+    /// as `additionalTiers` are not reported; neither are removals by other processes.
     ///
     /// Several observers may iterate at once; each has a buffer of `bufferSize` events, and one
     /// that falls behind loses its oldest events (see ``StorageEvents/droppedCount``) without

@@ -1,0 +1,87 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A file's device and inode: what a path names, so a file deleted and created again under the
+/// same path is told apart from the one that was opened.
+struct FileIdentity: Equatable, Sendable {
+    var device: UInt64
+    var inode: UInt64
+
+    /// The identity of the file at `path`, or `nil` when there is none.
+    init?(path: String) {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+    }
+}
+
+// The directory deleted while the store is open (a user clearing caches, a tmp cleaner): the
+// next operation notices, creates the directory and the index again where a new store on the
+// same path finds them, and reports nothing cached.
+extension DiskStore {
+    /// How often a read looks at the directory, in nanoseconds: a read of a value stored inline
+    /// would otherwise go on answering from the deleted index. Writes, removals and reads of
+    /// values stored in files notice at once.
+    static let directoryCheckInterval: UInt64 = 50_000_000
+
+    /// Opens the index again when `index.sqlite` no longer names the file the store opened (or
+    /// an earlier attempt left it to be reopened). Call with the writer's lock held.
+    func reopenIfDirectoryChanged(_ state: inout State) throws {
+        guard state.index != nil || state.needsReopen else { return }
+        if !state.needsReopen, let identity = state.indexIdentity, FileIdentity(path: indexPath) == identity { return }
+        if let index = state.index {
+            configuration.logHandler?("the cache directory \(directory.path) was deleted or replaced; creating it again")
+            retireReaders(closing: false)
+            discardPendingAccesses()
+            index.connection.close()
+            state.index = nil
+            state.needsReopen = true
+        }
+        try Self.makeDirectories(directory)
+        try files.createDirectories()
+        let (index, _) = try Self.openIndex(in: directory, configuration: configuration)
+        state.index = index
+        state.indexIdentity = FileIdentity(path: indexPath)
+        state.needsReopen = false
+        state.statistics.directoryRecreations += 1
+        lastDirectoryCheck.store(Self.monotonicNanoseconds(), ordering: .relaxed)
+    }
+
+    /// For the read path: looks at the directory when the last look is older than
+    /// ``directoryCheckInterval``, and opens the index again if it changed.
+    func checkDirectoryIfDue() throws {
+        let now = Self.monotonicNanoseconds()
+        let last = lastDirectoryCheck.load(ordering: .relaxed)
+        guard now &- last >= Self.directoryCheckInterval else { return }
+        // One thread looks; the others go on.
+        guard lastDirectoryCheck.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged else { return }
+        let identity = state.withLock { $0.indexIdentity }
+        guard FileIdentity(path: indexPath) != identity else { return }
+        try state.withLock { try reopenIfDirectoryChanged(&$0) }
+    }
+
+    /// Creates `directory` (and its parents) owner-only if it is missing.
+    static func makeDirectories(_ directory: URL) throws {
+        do {
+            try FileManager.default.createDirectory(
+                atPath: directory.path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            let reason = ((error as NSError).userInfo[NSUnderlyingErrorKey] as? POSIXError)
+                .map { String(cString: strerror($0.code.rawValue)) } ?? "\(error)"
+            throw StorageError.io(operation: "creating directory", path: directory.path, reason: reason, cause: error)
+        }
+        try BlobFiles.makeDirectory(directory.path)
+    }
+
+    static func monotonicNanoseconds() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &time)
+        return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
+    }
+}

@@ -1,0 +1,152 @@
+import Foundation
+import LarderTestSupport
+import Testing
+@testable import Larder
+
+/// The cache directory deleted while a store is open (a user clearing caches, a tmp cleaner),
+/// or parts of it: the next operation notices, creates it again where a new store on the path
+/// sees it, and reports nothing cached. And a cache emptied by removals leaves its directory as
+/// it started.
+@Suite(.timeLimit(.minutes(5)))
+struct DiskStoreDirectoryTests {
+    let folder: TemporaryDirectory
+    var directory: URL { folder.url.appendingPathComponent("cache") }
+
+    init() throws {
+        folder = try TemporaryDirectory("disk-directory")
+    }
+
+    func makeStore() throws -> DiskStore {
+        try DiskStore(directory: directory) { $0.logHandler = nil; $0.inlineThreshold = 1_024 }
+    }
+
+    /// A store holding an inline value, a value in a file, and an expiring one.
+    func populatedStore() throws -> DiskStore {
+        // A first open sweeps in the background (a new store was never swept), and a sweep
+        // running while the test deletes the directory would race the deletion: sweep now.
+        let first = try makeStore()
+        _ = try first.removeOrphanedFiles()
+        first.close()
+        let store = try makeStore()
+        try store.setValue(Data("small".utf8), forKey: "inline")
+        try store.setValue(Data(repeating: 7, count: 10_000), forKey: "file")
+        try store.setValue(Data("soon".utf8), forKey: "expiring", expiry: .seconds(3_600))
+        return store
+    }
+
+    /// Deletes the whole directory, then waits out the interval at which reads look at it.
+    func deleteDirectory(_ path: String = "") throws {
+        try FileManager.default.removeItem(at: path.isEmpty ? directory : directory.appendingPathComponent(path))
+        Thread.sleep(forTimeInterval: Double(DiskStore.directoryCheckInterval) / 1e9 + 0.02)
+    }
+
+    /// Every blob file and shard directory under `blobs/`.
+    func blobEntries() -> [String] {
+        let blobs = directory.appendingPathComponent("blobs").path
+        let shards = (try? FileManager.default.contentsOfDirectory(atPath: blobs)) ?? []
+        return shards + shards.flatMap { (try? FileManager.default.contentsOfDirectory(atPath: blobs + "/" + $0)) ?? [] }
+    }
+
+    enum Operation: String, CaseIterable, CustomTestStringConvertible {
+        case value, entry, contains, attributes, keys, keysWithPrefix, totals, statistics, verify
+        case setInline, setFile, insert, remove, take, setExpiry, removeAll, removeExpired, trim
+        var testDescription: String { rawValue }
+        var writes: Bool { [.setInline, .setFile, .insert].contains(self) }
+    }
+
+    @Test(arguments: Operation.allCases)
+    func everyOperationNoticesTheDeletedDirectory(_ operation: Operation) throws {
+        // Given a store with values, whose directory is then deleted
+        let store = try populatedStore()
+        try deleteDirectory()
+
+        // When one operation runs
+        switch operation {
+        case .value:
+            #expect(try store.value(forKey: "inline") == nil)
+            #expect(try store.value(forKey: "file") == nil)
+        case .entry: #expect(try store.entry(forKey: "inline") == nil)
+        case .contains:
+            #expect(try !store.containsValue(forKey: "inline"))
+            #expect(try !store.containsValue(forKey: "file"))
+        case .attributes: #expect(try store.attributes(forKey: "inline") == nil)
+        case .keys: #expect(try store.keys().isEmpty)
+        case .keysWithPrefix: #expect(try store.keys(withPrefix: "").isEmpty)
+        case .totals: #expect(store.totalCount == 0 && store.totalSize == 0)
+        case .statistics: #expect(store.statistics.totalCount == 0)
+        case .verify: #expect(try store.verify().checkedCount == 0)
+        case .setInline: try store.setValue(Data("new".utf8), forKey: "new")
+        case .setFile: try store.setValue(Data(repeating: 3, count: 50_000), forKey: "new")
+        case .insert: #expect(try store.insertValue(Data("new".utf8), forKey: "inline"), "nothing is cached any more")
+        case .remove: #expect(try !store.removeValue(forKey: "inline"))
+        case .take: #expect(try store.takeValue(forKey: "file") == nil)
+        case .setExpiry: #expect(try !store.setExpiry(.never, forKey: "expiring"))
+        case .removeAll: try store.removeAll()
+        case .removeExpired: #expect(try store.removeExpired() == 0)
+        case .trim: try store.trim(toCount: 0)
+        }
+
+        // Then the directory exists again with an index, the store reports nothing of the old
+        // values, and a new store on the path sees what was written since
+        #expect(DiskStore.isStore(at: directory))
+        #expect(store.statistics.directoryRecreations == 1)
+        #expect(try store.value(forKey: "inline") == (operation == .insert ? Data("new".utf8) : nil))
+        #expect(try store.value(forKey: "file") == nil)
+        let other = try makeStore()
+        if operation.writes {
+            let key = operation == .insert ? "inline" : "new"
+            #expect(try other.value(forKey: key) == store.value(forKey: key))
+            #expect(other.totalCount == 1)
+        } else {
+            #expect(other.totalCount == 0)
+        }
+        // And both go on working on the one directory
+        try store.setValue(Data(repeating: 1, count: 5_000), forKey: "after")
+        #expect(try other.value(forKey: "after") == Data(repeating: 1, count: 5_000))
+    }
+
+    @Test(arguments: ["blobs", "tmp"])
+    func aRemovedSubdirectoryIsCreatedAgain(_ name: String) throws {
+        let store = try populatedStore()
+        try deleteDirectory(name)
+        try store.setValue(Data(repeating: 9, count: 20_000), forKey: "big")
+        #expect(try store.value(forKey: "big") == Data(repeating: 9, count: 20_000))
+        // A value whose file went with `blobs/` is a miss that removes its row; inline ones stay.
+        #expect(try store.value(forKey: "file") == (name == "blobs" ? nil : Data(repeating: 7, count: 10_000)))
+        #expect(try store.value(forKey: "inline") == Data("small".utf8))
+        #expect(store.statistics.directoryRecreations == 0, "the index itself was not touched")
+        #expect(try makeStore().value(forKey: "big") == Data(repeating: 9, count: 20_000))
+    }
+
+    @Test func aDirectoryReplacedByAnotherStoreIsJoined() throws {
+        // Given store A, whose directory is deleted and created again by store B
+        let first = try populatedStore()
+        try deleteDirectory()
+        let second = try makeStore()
+        try second.setValue(Data("from B".utf8), forKey: "shared")
+        // Then A notices at its next write and joins B's index
+        try first.setValue(Data("from A".utf8), forKey: "a")
+        #expect(try first.value(forKey: "shared") == Data("from B".utf8))
+        #expect(try second.value(forKey: "a") == Data("from A".utf8))
+        #expect(first.totalCount == 2)
+    }
+
+    @Test func aCacheEmptiedByRemovalsLeavesNoShardDirectories() throws {
+        let store = try makeStore()
+        for index in 0..<200 { try store.setValue(Data(repeating: UInt8(index % 256), count: 2_000), forKey: "k\(index)") }
+        #expect(blobEntries().count > 200, "files and their shard directories")
+        for index in 0..<100 { try store.removeValue(forKey: "k\(index)") }
+        _ = try store.takeValue(forKey: "k100")
+        try store.setValue(Data("inline".utf8), forKey: "k101")  // replaces a file by an inline row
+        try store.removeAll()
+        #expect(blobEntries().isEmpty)
+        // Eviction too
+        let limited = try DiskStore(directory: folder.url.appendingPathComponent("limited")) {
+            $0.countLimit = 10; $0.inlineThreshold = 0; $0.logHandler = nil
+        }
+        for index in 0..<300 { try limited.setValue(Data(repeating: 1, count: 100), forKey: "k\(index)") }
+        let shards = try FileManager.default.contentsOfDirectory(
+            atPath: folder.url.appendingPathComponent("limited/blobs").path)
+        #expect(shards.count <= 10, "only the shards of the entries kept remain: \(shards.count)")
+    }
+}
