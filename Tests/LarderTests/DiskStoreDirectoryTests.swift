@@ -48,7 +48,7 @@ struct DiskStoreDirectoryTests {
     }
 
     enum Operation: String, CaseIterable, CustomTestStringConvertible {
-        case value, entry, contains, attributes, keys, keysWithPrefix, totals, statistics, verify
+        case value, entry, openValue, contains, attributes, keys, keysWithPrefix, totals, statistics, verify
         case setInline, setFile, insert, remove, take, setExpiry, removeAll, removeExpired, trim
         var testDescription: String { rawValue }
         var writes: Bool { [.setInline, .setFile, .insert].contains(self) }
@@ -66,6 +66,7 @@ struct DiskStoreDirectoryTests {
             #expect(try store.value(forKey: "inline") == nil)
             #expect(try store.value(forKey: "file") == nil)
         case .entry: #expect(try store.entry(forKey: "inline") == nil)
+        case .openValue: #expect(try store.openValue(forKey: "inline") == nil)
         case .contains:
             #expect(try !store.containsValue(forKey: "inline"))
             #expect(try !store.containsValue(forKey: "file"))

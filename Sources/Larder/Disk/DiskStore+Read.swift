@@ -97,7 +97,7 @@ extension DiskStore {
     }
 
     /// Removes an entry a read found expired, if the row is still the one that was read.
-    private func removeExpiredEntry(key: String, location: DiskIndex.Location) throws {
+    func removeExpiredEntry(key: String, location: DiskIndex.Location) throws {
         let removed = try withLiveIndex { state, index in
             let removed = try index.connection.transaction { try index.deleteIfUnchanged(key: key, location: location) }
             if removed {
