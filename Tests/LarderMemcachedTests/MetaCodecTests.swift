@@ -104,6 +104,8 @@ struct MetaCodecTests {
         try channel.pipeline.syncOperations.addHandlers([
             MessageToByteHandler(MetaCommandEncoder()), ByteToMessageHandler(MetaResponseDecoder()), MetaRequestHandler(),
         ])
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 11211)).wait()
+        #expect(channel.isActive)
         return channel
     }
 

@@ -123,7 +123,7 @@ struct StorageRemoteTests {
             #expect(try await storage.value(forKey: "k", expiry: .seconds(60)) { _ in "loaded" } == "loaded")
             proxy.set(.pass)
             try await Task.sleep(for: .milliseconds(300))
-            let reader = try MemcachedStore(configuration: .init(port: server.port, namespace: "s:"))
+            let reader = try MemcachedStore(configuration: .init(port: server.port, namespace: "s:", deadline: .seconds(2)))
             #expect(try await reader.entry(forKey: "k") == nil)
             // With the remote healthy, a load is written through.
             #expect(try await storage.value(forKey: "k2", expiry: .seconds(60)) { _ in "loaded2" } == "loaded2")
