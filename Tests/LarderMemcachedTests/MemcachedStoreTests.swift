@@ -127,8 +127,12 @@ struct MemcachedStoreTests {
                 } else {
                     #expect(serverTTL == -1, "\(name)")
                 }
-                // And the entry's expiration reported locally is never later than the server's.
-                let entry = try #require(try await store.entry(forKey: name))
+                // And the entry's expiration reported locally is never later than the server's
+                // (a 0.4 s entry may already have expired on a slow machine: then it is a miss).
+                guard let entry = try await store.entry(forKey: name) else {
+                    #expect(asked.map { $0 < 1 } == true, "\(name) missing")
+                    continue
+                }
                 if let asked {
                     let end = try #require(entry.expirationDate)
                     #expect(end.timeIntervalSinceNow <= asked + 0.01)
