@@ -1,0 +1,66 @@
+// Larder's remote get and set against a running memcached: 100-byte values, local tiers
+// bypassed, at 1 call in flight and at 32 (32 concurrent tasks whose calls pipeline on the
+// store's connections). Prints one TSV line per measurement, as the baselines do.
+//
+//   LarderMemcachedBench PORT OPS
+import Foundation
+import Larder
+import LarderMemcached
+
+let arguments = CommandLine.arguments
+guard arguments.count == 3, let port = Int(arguments[1]), let ops = Int(arguments[2]) else {
+    print("usage: LarderMemcachedBench PORT OPS")
+    exit(2)
+}
+let store = try MemcachedStore(configuration: .init(port: port, namespace: "l:", deadline: .seconds(5)))
+let storage = try Storage<String, Data>(configuration: .init(), additionalTiers: [store], transformer: .data)
+let keys = (0..<1_000).map { "key-\($0)" }
+let value = Data(repeating: UInt8(ascii: "v"), count: 100)
+for key in keys {
+    try await store.setValue(value, forKey: key, expiry: .never, metadata: nil, isCompressible: false)
+}
+
+func measure(_ name: String, inFlight: Int, _ body: @escaping @Sendable (Int) async throws -> Void) async throws {
+    let clock = ContinuousClock()
+    let elapsed = try await clock.measure {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for lane in 0..<inFlight {
+                group.addTask {
+                    for i in stride(from: lane, to: ops, by: inFlight) { try await body(i) }
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    print("larder-\(name)\t\(inFlight)\t\(Int(Double(ops) / seconds))")
+}
+
+for inFlight in [1, 32] {
+    try await measure("store\tget", inFlight: inFlight) { i in
+        guard try await store.entry(forKey: keys[i % 1_000])?.data.count == 100 else { fatalError("miss") }
+    }
+    try await measure("storage\tget", inFlight: inFlight) { i in
+        guard try await storage.value(forKey: keys[i % 1_000], tiers: .remote)?.count == 100 else { fatalError("miss") }
+    }
+    try await measure("store\tset", inFlight: inFlight) { i in
+        try await store.setValue(value, forKey: keys[i % 1_000], expiry: .never, metadata: nil, isCompressible: false)
+    }
+}
+// A memory hit of a remote-derived value against a memory hit of a local write, both through
+// Storage's synchronous read (a sync function picks the sync overloads).
+func syncRead(_ storage: Storage<String, Data>, _ key: String) throws -> Data? { try storage.value(forKey: key) }
+func syncWrite(_ storage: Storage<String, Data>, _ value: Data, _ key: String) throws { try storage.setValue(value, forKey: key) }
+let memoryStorage = try Storage<String, Data>(configuration: .init(), additionalTiers: [store], transformer: .data)
+_ = try await memoryStorage.value(forKey: "key-1")            // remote hit, copied into memory
+try syncWrite(memoryStorage, value, "local")
+for (name, key) in [("remote-derived", "key-1"), ("local", "local")] {
+    let clock = ContinuousClock()
+    let n = ops * 10
+    let elapsed = try clock.measure {
+        for _ in 0..<n { precondition(try syncRead(memoryStorage, key) != nil) }
+    }
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    print("larder-memory-hit\t\(name)\t1\t\(Int(Double(n) / seconds))")
+}
+await store.close()
