@@ -111,10 +111,17 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // The child process of the multi-process memcached tests (not a product).
+        .executableTarget(
+            name: "LarderMemcachedHelper",
+            dependencies: ["LarderMemcached", "Larder"],
+            path: "Tests/LarderMemcachedHelper",
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "LarderMemcachedTests",
             dependencies: [
-                "LarderMemcached", "Larder", "LarderTestSupport",
+                "LarderMemcached", "Larder", "LarderTestSupport", "LarderMemcachedHelper",
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Memcached"])),
                 .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Memcached"])),
                 .product(name: "NIOEmbedded", package: "swift-nio", condition: .when(traits: ["Memcached"])),

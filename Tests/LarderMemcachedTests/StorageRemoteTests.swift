@@ -228,3 +228,43 @@ final class PlainSharedTier: SharedCacheTier {
     func close() async { await base.close() }
 }
 #endif
+
+#if Memcached
+/// Four real processes share one server: leases make one loader run across all of them.
+@Suite(.enabled(if: MemcachedServer.shouldRun), .timeLimit(.minutes(5)))
+struct MemcachedMultiProcessTests {
+    static var helper: URL {
+        get throws {
+            let binary = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+                ?? CommandLine.arguments[0])
+            var directory = binary.deletingLastPathComponent()
+            for _ in 0..<4 {
+                let candidate = directory.appendingPathComponent("LarderMemcachedHelper")
+                if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+                directory = directory.deletingLastPathComponent()
+            }
+            throw TestFailure("LarderMemcachedHelper not found next to \(binary.path)")
+        }
+    }
+
+    @Test func aStampedeOfFourProcessesTimes32TasksRunsTheLoaderOnce() async throws {
+        try await withChildProcesses { scope in
+            let server = try await MemcachedServer.start(in: scope)
+            let directory = try TemporaryDirectory()
+            let countFile = directory.url.appendingPathComponent("calls").path
+            let start = Int((Date().timeIntervalSince1970 + 1.5) * 1000)
+            let helpers = try (0..<4).map { _ in
+                try scope.start(try Self.helper, arguments: ["stampede", "\(server.port)", "hot", countFile, "32", "\(start)"])
+            }
+            for helper in helpers {
+                #expect(await helper.waitForExit(timeout: .seconds(60)))
+                #expect(helper.exitedCleanly, "\(helper.standardError)")
+                await helper.waitForOutput()
+                #expect(helper.standardOutput.contains("values 32 computed"), "\(helper.standardOutput)")
+            }
+            let calls = (try? String(contentsOfFile: countFile, encoding: .utf8))?.split(separator: "\n").count ?? 0
+            #expect(calls == 1, "the loader ran \(calls) times across 4 processes")
+        }
+    }
+}
+#endif
