@@ -69,17 +69,10 @@ final class ConnectionPool: Sendable {
         do {
             let channel = try await channel(at: index, deadline: deadline)
             let promise = channel.eventLoop.makePromise(of: MetaResponse.self)
-            channel.eventLoop.execute {
-                let timeout = channel.eventLoop.scheduleTask(deadline: deadline) {
-                    promise.fail(MemcachedError(.timeout, "no reply within the deadline"))
-                    // The late reply would be read as the next command's: never reuse this stream.
-                    channel.close(promise: nil)
-                }
-                promise.futureResult.whenComplete { _ in timeout.cancel() }
-                let written = channel.eventLoop.makePromise(of: Void.self)
-                written.futureResult.whenFailure { promise.fail(MemcachedError(.connection, "write failed: \($0)")) }
-                channel.writeAndFlush(PendingCommand(command: command, promise: promise), promise: written)
-            }
+            // The handler keeps the deadline (one timer per connection).
+            let written = channel.eventLoop.makePromise(of: Void.self)
+            written.futureResult.whenFailure { promise.fail(MemcachedError(.connection, "write failed: \($0)")) }
+            channel.writeAndFlush(PendingCommand(command: command, promise: promise, deadline: deadline), promise: written)
             let response = try await promise.futureResult.get()
             recordSuccess()
             return response

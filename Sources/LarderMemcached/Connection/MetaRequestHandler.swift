@@ -5,6 +5,8 @@ import NIOCore
 struct PendingCommand {
     var command: MetaCommand
     var promise: EventLoopPromise<MetaResponse>
+    /// When the command fails with `.timeout` and its connection is closed.
+    var deadline: NIODeadline = .distantFuture
 }
 
 /// Matches pipelined replies to their commands: in order, checked by opaque token.
@@ -15,13 +17,20 @@ struct PendingCommand {
 /// reply passes it: a quiet `mg` as a miss, a quiet `ms`/`md` as `HD`. Anything that breaks the
 /// order (an unexpected token, an error reply the handler cannot attribute, bad bytes) fails
 /// every pending command and closes the connection, so a desynchronised stream is never read.
+///
+/// Deadlines: replies come in order, so the oldest pending command has the earliest deadline;
+/// one timer per connection watches it. When it passes, every pending command fails with
+/// `.timeout` and the connection closes (a late reply would otherwise be read as the next
+/// command's).
 final class MetaRequestHandler: ChannelDuplexHandler {
     typealias InboundIn = MetaResponse
     typealias OutboundIn = PendingCommand
     typealias OutboundOut = MetaCommand
 
-    private var pending = CircularBuffer<(opaque: UInt32?, isQuiet: Bool, isGet: Bool, promise: EventLoopPromise<MetaResponse>)>()
+    private var pending = CircularBuffer<(opaque: UInt32?, isQuiet: Bool, isGet: Bool, deadline: NIODeadline, promise: EventLoopPromise<MetaResponse>)>()
     private var nextOpaque: UInt32 = 1
+    private var isClosed = false
+    private var timer: Scheduled<Void>?
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         var pendingCommand = unwrapOutboundIn(data)
@@ -35,10 +44,31 @@ final class MetaRequestHandler: ChannelDuplexHandler {
             nextOpaque = nextOpaque == .max ? 1 : nextOpaque + 1
             pendingCommand.command.flags.append(.opaque(opaque!))
         }
+        guard !isClosed else {
+            pendingCommand.promise.fail(MemcachedError(.connection, "the connection closed"))
+            promise?.fail(MemcachedError(.connection, "the connection closed"))
+            return
+        }
         var isGet = false
         if case .get = pendingCommand.command.kind { isGet = true }
-        pending.append((opaque, pendingCommand.command.isQuiet, isGet, pendingCommand.promise))
+        pending.append((opaque, pendingCommand.command.isQuiet, isGet, pendingCommand.deadline, pendingCommand.promise))
         context.write(wrapOutboundOut(pendingCommand.command), promise: promise)
+        if timer == nil { armTimer(context: context, at: pendingCommand.deadline) }
+    }
+
+    private func armTimer(context: ChannelHandlerContext, at deadline: NIODeadline) {
+        guard deadline != .distantFuture else { return }
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        timer = context.eventLoop.scheduleTask(deadline: deadline) {
+            let (handler, context) = bound.value
+            handler.timer = nil
+            guard let head = handler.pending.first else { return }
+            if head.deadline <= .now() {
+                handler.failAll(context: context, MemcachedError(.timeout, "no reply within the deadline"))
+            } else {
+                handler.armTimer(context: context, at: head.deadline)
+            }
+        }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -92,12 +122,16 @@ final class MetaRequestHandler: ChannelDuplexHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        isClosed = true
+        timer?.cancel()
         let error = MemcachedError(.connection, "the connection closed")
         while let head = pending.popFirst() { head.promise.fail(error) }
         context.fireChannelInactive()
     }
 
     private func failAll(context: ChannelHandlerContext, _ error: MemcachedError) {
+        isClosed = true
+        timer?.cancel()
         while let head = pending.popFirst() { head.promise.fail(error) }
         context.close(promise: nil)
     }

@@ -50,15 +50,22 @@ for inFlight in [1, 32] {
 // A memory hit of a remote-derived value against a memory hit of a local write, both through
 // Storage's synchronous read (a sync function picks the sync overloads).
 func syncRead(_ storage: Storage<String, Data>, _ key: String) throws -> Data? { try storage.value(forKey: key) }
-func syncWrite(_ storage: Storage<String, Data>, _ value: Data, _ key: String) throws { try storage.setValue(value, forKey: key) }
+func syncWrite(_ storage: Storage<String, Data>, _ value: Data, _ key: String, expiry: Expiry?) throws {
+    try storage.setValue(value, forKey: key, expiry: expiry)
+}
 let memoryStorage = try Storage<String, Data>(configuration: .init(), additionalTiers: [store], transformer: .data)
-_ = try await memoryStorage.value(forKey: "key-1")            // remote hit, copied into memory
-try syncWrite(memoryStorage, value, "local")
-for (name, key) in [("remote-derived", "key-1"), ("local", "local")] {
+// (A function, not top-level code: there `entry(forKey:)` resolved to the synchronous overload.)
+func remoteRead(_ storage: Storage<String, Data>, _ key: String) async throws -> Storage<String, Data>.Entry? {
+    try await storage.entry(forKey: key)
+}
+guard try await remoteRead(memoryStorage, "key-1")?.tier == .remote else { fatalError("no remote hit") }
+try syncWrite(memoryStorage, value, "local", expiry: .seconds(3_600))
+try syncWrite(memoryStorage, value, "local-no-ttl", expiry: nil)
+for (name, key) in [("remote-derived", "key-1"), ("local", "local"), ("local-no-ttl", "local-no-ttl")] {
     let clock = ContinuousClock()
     let n = ops * 10
     let elapsed = try clock.measure {
-        for _ in 0..<n { precondition(try syncRead(memoryStorage, key) != nil) }
+        for _ in 0..<n { guard try syncRead(memoryStorage, key) != nil else { fatalError("memory miss") } }
     }
     let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     print("larder-memory-hit\t\(name)\t1\t\(Int(Double(n) / seconds))")
