@@ -87,7 +87,9 @@ extension Storage where Value: Sendable {
     func writeLocally(
         _ write: PreparedWrite, _ value: Value, forKey key: Key, expiry: Expiry?, localExpiry: Expiry?, tiers: StorageTiers
     ) async throws {
-        let keepsLocalCopies = localExpiry.map { !($0.expirationDate(from: now()).map { $0 <= now() } ?? false) } ?? true
+        // With a shared tier, a local copy bounded to nothing (localCopyMaxAge zero) is not kept.
+        let keepsLocalCopies = !hasSharedTiers
+            || localExpiry.map { !($0.expirationDate(from: now()).map { $0 <= now() } ?? false) } ?? true
         for position in self.tiers.indices.reversed() where !(self.tiers[position] is any SharedCacheTier) {
             let tier = self.tiers[position]
             do {
