@@ -22,7 +22,7 @@ guard arguments.count == 7, arguments[1] == "stampede", let port = Int(arguments
 }
 let key = arguments[3]
 let countFile = arguments[4]
-let store = try MemcachedStore(configuration: .init(port: port, namespace: "mp:", deadline: .seconds(2)))
+let store = try MemcachedStore(configuration: .init(port: port, namespace: "mp:", deadline: .seconds(10)))
 let storage = try Storage<String, String>(configuration: .init(), additionalTiers: [store], transformer: .string)
 // Connect before the start line so connection set-up does not stagger the helpers.
 _ = try? await store.entry(forKey: "warm-up")

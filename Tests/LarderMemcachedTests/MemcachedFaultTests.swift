@@ -4,16 +4,22 @@ import Larder
 @testable import LarderMemcached
 import LarderTestSupport
 import NIOCore
+import NIOPosix
 import Synchronization
 import Testing
 
 /// Dead, black-holed, delayed and resetting servers: failure is a miss, never an error thrown
 /// to a caller, never another key's value, and never longer than the deadline.
-@Suite(.enabled(if: MemcachedServer.shouldRun), .timeLimit(.minutes(5)))
+///
+/// Serialized, and the kill run on event loops of its own: its 8 busy tasks would otherwise
+/// starve the 50 ms deadlines of the others on a 2-core machine.
+@Suite(.enabled(if: MemcachedServer.shouldRun), .serialized, .timeLimit(.minutes(5)))
 struct MemcachedFaultTests {
-    static func storage(port: Int, deadline: Duration) throws -> (Storage<String, Data>, MemcachedStore) {
+    static func storage(
+        port: Int, deadline: Duration, group: (any EventLoopGroup)? = nil
+    ) throws -> (Storage<String, Data>, MemcachedStore) {
         let store = try MemcachedStore(configuration: .init(
-            port: port, namespace: "f:", deadline: deadline, localCopyMaxAge: .zero))
+            port: port, namespace: "f:", deadline: deadline, localCopyMaxAge: .zero, eventLoopGroup: group))
         return (try Storage(configuration: .init(), additionalTiers: [store], transformer: .data), store)
     }
 
@@ -32,7 +38,8 @@ struct MemcachedFaultTests {
         let deadline = Duration.milliseconds(100)
         try await withChildProcesses { scope in
             let server = try await MemcachedServer.start(in: scope)
-            let (storage, store) = try Self.storage(port: server.port, deadline: deadline)
+            let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+            let (storage, store) = try Self.storage(port: server.port, deadline: deadline, group: group)
             let done = Tally(0)
             let wrongValues = Tally(0)
             let thrown = Tally(0)
@@ -113,6 +120,7 @@ struct MemcachedFaultTests {
             #expect(slowest.value < 2 * 100_000 + 400_000)
             #expect(resumedAfter < .seconds(1))
             await store.close()
+            try await group.shutdownGracefully()
         }
     }
 
@@ -149,8 +157,9 @@ struct MemcachedFaultTests {
                     }
                 }
             }
+            // Healthy: reads hit (retried, as the suite may share a loaded machine with others).
+            #expect(try await Self.eventuallyHits(storage, keys[0], Self.value(keys[0], 1)))
             await readAll()
-            #expect(hits.value > 0)
             proxy.set(mode == "delay" ? .delay(.milliseconds(250)) : .blackHole)
             slowest.store(0)
             for _ in 0..<3 { await readAll() }
@@ -158,16 +167,26 @@ struct MemcachedFaultTests {
             // Late replies arrive on connections already closed; pass again and read everything.
             proxy.set(.pass)
             try await Task.sleep(for: .milliseconds(600))
+            #expect(try await Self.eventuallyHits(storage, keys[1], Self.value(keys[1], 1)), "reads recover")
             hits.store(0)
             for _ in 0..<3 { await readAll() }
             print("\(mode): slowest stalled read \(stalledSlowest) µs (deadline 50 ms), timeouts \(store.statistics.timeouts), hits after recovery \(hits.value)/\(3 * keys.count)")
             #expect(stalledSlowest < 50_000 + 150_000, "deadline + margin on a noisy machine")
             #expect(wrong.value == 0)
             #expect(store.statistics.timeouts > 0)
-            #expect(hits.value > 0, "reads recover")
             await store.close()
             await proxy.close()
         }
+    }
+
+    /// Whether a read of `key` returns `expected` within 5 s of retries.
+    static func eventuallyHits(_ storage: Storage<String, Data>, _ key: String, _ expected: Data) async throws -> Bool {
+        let end = ContinuousClock.now + .seconds(5)
+        while ContinuousClock.now < end {
+            if try await storage.value(forKey: key, tiers: .remote) == expected { return true }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return false
     }
 
     @Test func resetConnectionsAreMissesAndTheStoreReconnects() async throws {

@@ -9,7 +9,7 @@ import Testing
 @Suite(.enabled(if: MemcachedServer.shouldRun), .timeLimit(.minutes(5)))
 struct MemcachedStoreTests {
     static func store(port: Int, _ configure: (inout MemcachedStore.Configuration) -> Void = { _ in }) throws -> MemcachedStore {
-        var configuration = MemcachedStore.Configuration(port: port, namespace: "t:", deadline: .seconds(2))
+        var configuration = MemcachedStore.Configuration(port: port, namespace: "t:", deadline: .seconds(10))
         configure(&configuration)
         return try MemcachedStore(configuration: configuration)
     }

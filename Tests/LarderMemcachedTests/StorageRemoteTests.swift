@@ -10,7 +10,7 @@ import Testing
 @Suite(.enabled(if: MemcachedServer.shouldRun), .timeLimit(.minutes(5)))
 struct StorageRemoteTests {
     static func storage(
-        port: Int, localCopyMaxAge: Duration? = .seconds(60), deadline: Duration = .seconds(2), directory: URL? = nil
+        port: Int, localCopyMaxAge: Duration? = .seconds(60), deadline: Duration = .seconds(10), directory: URL? = nil
     ) throws -> (Storage<String, String>, MemcachedStore) {
         let store = try MemcachedStore(configuration: .init(
             port: port, namespace: "s:", deadline: deadline, localCopyMaxAge: localCopyMaxAge))
@@ -89,21 +89,24 @@ struct StorageRemoteTests {
             let server = try await MemcachedServer.start(in: scope)
             let proxy = try await ChaosProxy(upstreamPort: server.port)
             let directory = try TemporaryDirectory()
-            let (storage, store) = try Self.storage(port: proxy.port, deadline: .milliseconds(100), directory: directory.url)
+            let (storage, store) = try Self.storage(port: proxy.port, deadline: .seconds(1), directory: directory.url)
             proxy.set(.blackHole)
             // No remote error reaches the caller.
             try await storage.setValue("local", forKey: "k")
             #expect(try await storage.value(forKey: "k") == "local")
             #expect(try await storage.value(forKey: "absent") == nil)
             #expect(try await storage.removeValue(forKey: "k"))
-            // The sync API reaches memory and disk only: it returns at once while an async
-            // write of the same key waits on the black-holed server.
-            let writer = Task { try await storage.setValue("async", forKey: "same") }
+            // The sync API reaches memory and disk only: it completes while an async write of
+            // the same key still waits (1 s) on the black-holed server.
+            let asyncDone = Tally()
+            let writer = Task {
+                try await storage.setValue("async", forKey: "same")
+                asyncDone.add()
+            }
             try await Task.sleep(for: .milliseconds(20))
-            let started = ContinuousClock.now
             let read = try syncWriteThenRead(storage, "sync", forKey: "same")
+            #expect(asyncDone.value == 0, "the sync write waited for the network")
             #expect(read == "sync")
-            #expect(ContinuousClock.now - started < .milliseconds(50))
             try await writer.value
             #expect(store.statistics.errors > 0)
             await store.close()
@@ -116,14 +119,23 @@ struct StorageRemoteTests {
             let server = try await MemcachedServer.start(in: scope)
             let proxy = try await ChaosProxy(upstreamPort: server.port)
             // A store without leases in the way: a plain shared tier wrapper.
-            let store = try MemcachedStore(configuration: .init(port: proxy.port, namespace: "s:", deadline: .milliseconds(100)))
+            let store = try MemcachedStore(configuration: .init(port: proxy.port, namespace: "s:", deadline: .seconds(1)))
             let plain = PlainSharedTier(store)
             let storage = try Storage<String, String>(configuration: .init(), additionalTiers: [plain], transformer: .string)
             proxy.set(.blackHole)
             #expect(try await storage.value(forKey: "k", expiry: .seconds(60)) { _ in "loaded" } == "loaded")
             proxy.set(.pass)
-            try await Task.sleep(for: .milliseconds(300))
-            let reader = try MemcachedStore(configuration: .init(port: server.port, namespace: "s:", deadline: .seconds(2)))
+            // Wait until the store reads again (its breaker and back-off let it reconnect).
+            let end = ContinuousClock.now + .seconds(5)
+            while ContinuousClock.now < end {
+                do {
+                    _ = try await store.entry(forKey: "probe")
+                    break
+                } catch {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+            }
+            let reader = try MemcachedStore(configuration: .init(port: server.port, namespace: "s:", deadline: .seconds(10)))
             #expect(try await reader.entry(forKey: "k") == nil)
             // With the remote healthy, a load is written through.
             #expect(try await storage.value(forKey: "k2", expiry: .seconds(60)) { _ in "loaded2" } == "loaded2")
