@@ -183,7 +183,7 @@ public final class MemcachedStore: LeasingCacheTier {
     // MARK: - CacheTier
 
     public func entry(forKey key: String) async throws -> TierEntry? {
-        let response = try await send(MetaCommand(.get, key: remoteKey.key(for: key), flags: [.value, .remainingTTL]))
+        let response = try await send(MetaCommand(.get, key: remoteKey.key(for: key), flags: [.value, .remainingTTL, .cas]))
         switch response.status {
         case .miss:
             counters.misses.add(1, ordering: .relaxed)
@@ -354,7 +354,9 @@ public final class MemcachedStore: LeasingCacheTier {
         case .failure:
             counters.rejected.add(1, ordering: .relaxed)
             counters.misses.add(1, ordering: .relaxed)
-            _ = try? await send(MetaCommand(.delete, key: remoteKey.key(for: key)))
+            // Delete exactly the bytes refused: a value written since then is left alone.
+            let cas = response.flags.first("c")?.integerToken.map { [MetaFlag.compareCAS($0)] } ?? []
+            _ = try? await send(MetaCommand(.delete, key: remoteKey.key(for: key), flags: cas))
             return nil
         }
     }
