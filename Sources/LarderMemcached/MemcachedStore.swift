@@ -197,6 +197,36 @@ public final class MemcachedStore: LeasingCacheTier {
         }
     }
 
+    /// The entries of `keys` that are present, read in one quiet batch (`mg … q` per key, then
+    /// `mn`) on one connection: misses cost no reply.
+    ///
+    /// - Throws: ``Larder/StorageError`` (code `.io`) when the batch fails.
+    public func entries(forKeys keys: [String]) async throws -> [String: TierEntry] {
+        let commands = keys.map { MetaCommand(.get, key: remoteKey.key(for: $0), flags: [.value, .remainingTTL, .cas, .quiet]) }
+        let responses: [MetaResponse]
+        do {
+            responses = try await pool.sendBatch(commands + [MetaCommand(.noop)])
+        } catch {
+            counters.errors.add(1, ordering: .relaxed)
+            throw StorageError(code: .io, message: "memcached \(configuration.host):\(configuration.port): \(error)", cause: error)
+        }
+        var found: [String: TierEntry] = [:]
+        for (key, response) in zip(keys, responses) {
+            switch response.status {
+            case .value:
+                if let entry = await accept(response, forKey: key) {
+                    counters.hits.add(1, ordering: .relaxed)
+                    found[key] = entry
+                }
+            case .miss:
+                counters.misses.add(1, ordering: .relaxed)
+            default:
+                counters.errors.add(1, ordering: .relaxed)
+            }
+        }
+        return found
+    }
+
     public func setValue(_ data: Data, forKey key: String, expiry: Expiry?, metadata: Data?, isCompressible: Bool) async throws {
         let now = configuration.now()
         let expirationDate = (expiry ?? configuration.defaultExpiry).expirationDate(from: now)

@@ -181,6 +181,23 @@ struct MemcachedStoreTests {
         }
     }
 
+    @Test func aQuietBatchReturnsThePresentEntriesOnly() async throws {
+        try await withChildProcesses { scope in
+            let server = try await MemcachedServer.start(in: scope)
+            let store = try Self.store(port: server.port)
+            let keys = (0..<40).map { "batch-\($0)" }
+            for key in keys where key.hasSuffix("0") || key.hasSuffix("7") {
+                try await store.setValue(Data(key.utf8), forKey: key, expiry: nil, metadata: nil, isCompressible: false)
+            }
+            let found = try await store.entries(forKeys: keys)
+            #expect(Set(found.keys) == Set(keys.filter { $0.hasSuffix("0") || $0.hasSuffix("7") }))
+            for (key, entry) in found { #expect(entry.data == Data(key.utf8)) }
+            #expect(try await store.entries(forKeys: ["none-1", "none-2"]).isEmpty)
+            #expect(store.statistics.errors == 0)
+            await store.close()
+        }
+    }
+
     @Test func manyConcurrentCallsPipelineOnFewConnections() async throws {
         try await withChildProcesses { scope in
             let server = try await MemcachedServer.start(in: scope)

@@ -86,6 +86,41 @@ final class ConnectionPool: Sendable {
         }
     }
 
+    /// Sends `commands` back to back on one connection, flushed once, and returns their replies
+    /// in order (a quiet command's suppressed reply is settled by a later one; end a quiet
+    /// batch with `mn`).
+    func sendBatch(_ commands: [MetaCommand]) async throws -> [MetaResponse] {
+        guard !isClosed.load(ordering: .relaxed) else { throw MemcachedError(.closed, "the store is closed") }
+        guard !commands.isEmpty else { return [] }
+        try admit()
+        let deadline = NIODeadline.now() + settings.deadline
+        let index = nextSlot.wrappingAdd(1, ordering: .relaxed).oldValue % slots.count
+        do {
+            let channel = try await channel(at: index, deadline: deadline)
+            let promises = commands.map { _ in channel.eventLoop.makePromise(of: MetaResponse.self) }
+            channel.eventLoop.execute {
+                for (command, promise) in zip(commands, promises) {
+                    let written = channel.eventLoop.makePromise(of: Void.self)
+                    written.futureResult.whenFailure { promise.fail(MemcachedError(.connection, "write failed: \($0)")) }
+                    channel.write(PendingCommand(command: command, promise: promise, deadline: deadline), promise: written)
+                }
+                channel.flush()
+            }
+            var responses: [MetaResponse] = []
+            responses.reserveCapacity(commands.count)
+            for promise in promises { responses.append(try await promise.futureResult.get()) }
+            recordSuccess()
+            return responses
+        } catch let error as MemcachedError {
+            if error.code == .timeout { counters.timeouts.add(1, ordering: .relaxed) }
+            recordFailure()
+            throw error
+        } catch {
+            recordFailure()
+            throw MemcachedError(.connection, "\(error)")
+        }
+    }
+
     /// Closes every connection; later calls throw `.closed`.
     func close() async {
         isClosed.store(true, ordering: .relaxed)

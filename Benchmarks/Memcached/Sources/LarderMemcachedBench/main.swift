@@ -47,6 +47,20 @@ for inFlight in [1, 32] {
         try await store.setValue(value, forKey: keys[i % 1_000], expiry: .never, metadata: nil, isCompressible: false)
     }
 }
+// 32 keys per quiet batch (mg … q × 32, mn), like the baselines' multi-gets.
+do {
+    let clock = ContinuousClock()
+    var fetched = 0
+    let elapsed = try await clock.measure {
+        for start in stride(from: 0, to: ops, by: 32) {
+            fetched += try await store.entries(forKeys: (start..<(start + 32)).map { keys[$0 % 1_000] }).count
+        }
+    }
+    guard fetched >= ops else { fatalError("batch misses") }
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    print("larder-store\tget-batch\t32\t\(Int(Double(fetched) / seconds))")
+}
+
 // A memory hit of a remote-derived value against a memory hit of a local write, both through
 // Storage's synchronous read (a sync function picks the sync overloads).
 func syncRead(_ storage: Storage<String, Data>, _ key: String) throws -> Data? { try storage.value(forKey: key) }
