@@ -1,5 +1,5 @@
 #if Memcached
-public import Foundation
+import Foundation
 import Larder
 
 /// The bytes Larder stores in memcached for one value: a header that proves whose value it is

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 import Synchronization
 
 // The rules for shared tiers (see SharedCacheTier): failure is a miss, local copies are
