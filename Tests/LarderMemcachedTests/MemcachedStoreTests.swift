@@ -113,6 +113,9 @@ struct MemcachedStoreTests {
                 try await store.setValue(Data("v".utf8), forKey: name, expiry: expiry, metadata: nil, isCompressible: false)
                 let key = String(decoding: try RemoteKey(namespace: "t:").key(for: name), as: UTF8.self)
                 let reply = try rawExchange(port: server.port, Array("mg \(key) t\r\n".utf8))
+                if reply.hasPrefix("EN"), let asked, asked < 1 {
+                    continue // the 0.4 s entry already expired on a slow machine: nothing to compare
+                }
                 let token = try #require(reply.split(separator: " ").first { $0.hasPrefix("t") }?.dropFirst()
                     .trimmingCharacters(in: .whitespacesAndNewlines))
                 let serverTTL = try #require(Double(token))

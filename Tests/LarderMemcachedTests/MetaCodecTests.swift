@@ -111,7 +111,7 @@ struct MetaCodecTests {
 
     private func send(_ channel: EmbeddedChannel, _ command: MetaCommand) -> EventLoopFuture<MetaResponse> {
         let promise = channel.eventLoop.makePromise(of: MetaResponse.self)
-        channel.writeAndFlush(PendingCommand(command: command, promise: promise), promise: nil)
+        channel.writeAndFlush(PendingCommand(command: command, promise: ReplySink(promise)), promise: nil)
         return promise.futureResult
     }
 

@@ -68,12 +68,16 @@ final class ConnectionPool: Sendable {
         let index = nextSlot.wrappingAdd(1, ordering: .relaxed).oldValue % slots.count
         do {
             let channel = try await channel(at: index, deadline: deadline)
-            let promise = channel.eventLoop.makePromise(of: MetaResponse.self)
-            // The handler keeps the deadline (one timer per connection).
-            let written = channel.eventLoop.makePromise(of: Void.self)
-            written.futureResult.whenFailure { promise.fail(MemcachedError(.connection, "write failed: \($0)")) }
-            channel.writeAndFlush(PendingCommand(command: command, promise: promise, deadline: deadline), promise: written)
-            let response = try await promise.futureResult.get()
+            // The handler keeps the deadline (one timer per connection) and resumes this task
+            // from the event loop; one hop there (write) and one back (reply).
+            let response = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<MetaResponse, any Error>) in
+                let sink = ReplySink(continuation)
+                channel.eventLoop.execute {
+                    let written = channel.eventLoop.makePromise(of: Void.self)
+                    written.futureResult.whenFailure { sink.fail(MemcachedError(.connection, "write failed: \($0)")) }
+                    channel.writeAndFlush(PendingCommand(command: command, promise: sink, deadline: deadline), promise: written)
+                }
+            }
             recordSuccess()
             return response
         } catch let error as MemcachedError {
@@ -100,15 +104,15 @@ final class ConnectionPool: Sendable {
             let promises = commands.map { _ in channel.eventLoop.makePromise(of: MetaResponse.self) }
             channel.eventLoop.execute {
                 for (command, promise) in zip(commands, promises) {
+                    let sink = ReplySink(promise)
                     let written = channel.eventLoop.makePromise(of: Void.self)
-                    written.futureResult.whenFailure { promise.fail(MemcachedError(.connection, "write failed: \($0)")) }
-                    channel.write(PendingCommand(command: command, promise: promise, deadline: deadline), promise: written)
+                    written.futureResult.whenFailure { sink.fail(MemcachedError(.connection, "write failed: \($0)")) }
+                    channel.write(PendingCommand(command: command, promise: sink, deadline: deadline), promise: written)
                 }
                 channel.flush()
             }
-            var responses: [MetaResponse] = []
-            responses.reserveCapacity(commands.count)
-            for promise in promises { responses.append(try await promise.futureResult.get()) }
+            // One wait for the whole batch, not one event-loop hop per reply.
+            let responses = try await EventLoopFuture.whenAllSucceed(promises.map(\.futureResult), on: channel.eventLoop).get()
             recordSuccess()
             return responses
         } catch let error as MemcachedError {

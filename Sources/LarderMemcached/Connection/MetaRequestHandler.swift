@@ -1,10 +1,37 @@
 #if Memcached
 import NIOCore
+import Synchronization
 
-/// A command on its way out with the promise of its reply.
+/// Where a command's reply goes: a promise, or a waiting task's continuation (resumed straight
+/// from the event loop, saving the hop a future's callback costs). Completes once; later
+/// completions (a write failure after a timeout, say) are ignored.
+final class ReplySink: Sendable {
+    private enum Target: Sendable {
+        case promise(EventLoopPromise<MetaResponse>)
+        case continuation(CheckedContinuation<MetaResponse, any Error>)
+    }
+    private let target: Target
+    private let isDone = Atomic<Bool>(false)
+
+    init(_ promise: EventLoopPromise<MetaResponse>) { target = .promise(promise) }
+    init(_ continuation: CheckedContinuation<MetaResponse, any Error>) { target = .continuation(continuation) }
+
+    func succeed(_ response: MetaResponse) { complete(.success(response)) }
+    func fail(_ error: any Error) { complete(.failure(error)) }
+
+    private func complete(_ result: Result<MetaResponse, any Error>) {
+        guard !isDone.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        switch target {
+        case .promise(let promise): promise.completeWith(result)
+        case .continuation(let continuation): continuation.resume(with: result)
+        }
+    }
+}
+
+/// A command on its way out with the sink of its reply.
 struct PendingCommand {
     var command: MetaCommand
-    var promise: EventLoopPromise<MetaResponse>
+    var promise: ReplySink
     /// When the command fails with `.timeout` and its connection is closed.
     var deadline: NIODeadline = .distantFuture
 }
@@ -27,7 +54,7 @@ final class MetaRequestHandler: ChannelDuplexHandler {
     typealias OutboundIn = PendingCommand
     typealias OutboundOut = MetaCommand
 
-    private var pending = CircularBuffer<(opaque: UInt32?, isQuiet: Bool, isGet: Bool, deadline: NIODeadline, promise: EventLoopPromise<MetaResponse>)>()
+    private var pending = CircularBuffer<(opaque: UInt32?, isQuiet: Bool, isGet: Bool, deadline: NIODeadline, promise: ReplySink)>()
     private var nextOpaque: UInt32 = 1
     private var isClosed = false
     private var timer: Scheduled<Void>?
