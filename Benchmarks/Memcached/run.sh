@@ -54,6 +54,7 @@ for label, a, b, goal in [
     ("Larder get at 1 in flight ≥ 0.8× libmemcached", ("larder-store", "get", "1"), ("libmemcached", "get", "1"), 0.8),
     ("Larder get at 32 in flight ≥ 1× libmemcached multi-get", ("larder-store", "get", "32"), ("libmemcached", "get", "32"), 1.0),
     ("Larder get at 32 in flight ≥ 2× pymemcache get_many", ("larder-store", "get", "32"), ("pymemcache", "get", "32"), 2.0),
+    ("Larder quiet batch of 32 ≥ 1× libmemcached multi-get", ("larder-store", "get-batch", "32"), ("libmemcached", "get", "32"), 1.0),
     ("memory hit of a remote-derived value = any memory hit", ("larder-memory-hit", "remote-derived", "1"), ("larder-memory-hit", "local", "1"), 0.9),
 ]:
     r = ratio(a, b)
