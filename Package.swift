@@ -15,10 +15,18 @@ let package = Package(
         .library(name: "Larder", targets: ["Larder"]),
         .library(name: "LarderImage", targets: ["LarderImage"]),
         .executable(name: "larder", targets: ["larder"]),
+        // Trait `Memcached`: the remote tier (swift-nio is fetched only when the trait is on).
+        .library(name: "LarderMemcached", targets: ["LarderMemcached"]),
+    ],
+    traits: [
+        .trait(name: "Memcached", description: "LarderMemcached: a remote tier on memcached (needs swift-nio)."),
+        .default(enabledTraits: []),
     ],
     dependencies: [
         // Used by the `larder` tool only; the library targets have no package dependencies.
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        // Trait `Memcached` only.
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         .systemLibrary(
@@ -91,6 +99,33 @@ let package = Package(
             name: "LarderImageTests",
             dependencies: ["LarderImage", "Larder", "LarderTestSupport"],
             resources: [.copy("Fixtures")],
+            swiftSettings: strictSettings
+        ),
+        // Trait `Memcached`: the remote tier and its tests (sources are `#if Memcached`).
+        .target(
+            name: "LarderMemcached",
+            dependencies: [
+                "Larder",
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Memcached"])),
+                .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Memcached"])),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // The child process of the multi-process memcached tests (not a product).
+        .executableTarget(
+            name: "LarderMemcachedHelper",
+            dependencies: ["LarderMemcached", "Larder"],
+            path: "Tests/LarderMemcachedHelper",
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "LarderMemcachedTests",
+            dependencies: [
+                "LarderMemcached", "Larder", "LarderTestSupport", "LarderMemcachedHelper",
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Memcached"])),
+                .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Memcached"])),
+                .product(name: "NIOEmbedded", package: "swift-nio", condition: .when(traits: ["Memcached"])),
+            ],
             swiftSettings: strictSettings
         ),
         // Runs the built `larder` executable as a user would.

@@ -28,19 +28,34 @@ extension Storage where Value: Sendable {
         }
         let tiers = tiers ?? configuration.defaultTiers
         let write = try prepareWrite(value, expiry: expiry, tiers: tiers)
-        try await turns.withTurn(key) { () async throws in
-            try await applyWrite(write, value, forKey: key, expiry: expiry, tiers: tiers)
+        guard hasSharedTiers else {
+            try await turns.withTurn(key) {
+                try await self.writeLocally(write, value, forKey: key, expiry: expiry, localExpiry: expiry, tiers: tiers)
+            }
+            counters.writes.add(1, ordering: .relaxed)
+            return
+        }
+        // Local tiers under the key's turn, then the shared tiers under a turn that only async
+        // callers wait on (see SharedCacheTier).
+        try await sharedTurns.withTurn(key) {
+            let localExpiry = self.localCopyExpiry(expiry, sharedTiersIn: tiers)
+            try await self.turns.withTurn(key) {
+                try await self.writeLocally(write, value, forKey: key, expiry: expiry, localExpiry: localExpiry, tiers: tiers)
+            }
+            await self.writeShared(write, forKey: key, expiry: expiry, tiers: tiers)
         }
         counters.writes.add(1, ordering: .relaxed)
     }
 
-    /// The tier writes of a prepared write through every tier, local or not, holding the key's
-    /// turn; see ``applyWrite(_:_:forKey:expiry:tiers:skipping:)-(_,_,_,_,_,_)``.
+    /// The tier writes of a prepared write through every tier but the shared ones (see
+    /// ``writeShared(_:forKey:expiry:tiers:)``), holding the key's turn; see
+    /// ``applyWrite(_:_:forKey:expiry:tiers:skipping:)-(_,_,_,_,_,_)``.
     func applyWrite(
         _ write: PreparedWrite, _ value: Value, forKey key: Key, expiry: Expiry?, tiers: StorageTiers,
         skipping skipped: Int? = nil
     ) async throws {
-        for position in self.tiers.indices.reversed() where position != skipped {
+        for position in self.tiers.indices.reversed()
+        where position != skipped && !(self.tiers[position] is any SharedCacheTier) {
             let tier = self.tiers[position]
             do {
                 if tiers.contains(tier.tierID), let encoded = write.encoded {
@@ -80,19 +95,66 @@ extension Storage where Value: Sendable {
         }
         let tiers = tiers ?? configuration.defaultTiers
         try checkNamesATier(tiers)
-        return try await turns.withTurn(key) {
-            var removed = false
-            for tier in self.tiers.reversed() where tiers.contains(tier.tierID) {
-                if try await removeBytes(forKey: key.cacheKey, from: tier) {
-                    removed = true
+        guard hasSharedTiers else {
+            return try await turns.withTurn(key) { try await self.removeLocally(forKey: key, tiers: tiers) }
+        }
+        // The shared tiers first, so no local read can copy the value back from them.
+        return try await sharedTurns.withTurn(key) {
+            let removedShared = await self.removeShared(forKey: key, tiers: tiers)
+            let removedLocal = try await self.turns.withTurn(key) { try await self.removeLocally(forKey: key, tiers: tiers) }
+            return removedShared || removedLocal
+        }
+    }
+
+    /// The local part of a removal, under the key's turn.
+    func removeLocally(forKey key: Key, tiers: StorageTiers) async throws -> Bool {
+        var removed = false
+        for tier in self.tiers.reversed() where tiers.contains(tier.tierID) && !(tier is any SharedCacheTier) {
+            if try await removeBytes(forKey: key.cacheKey, from: tier) {
+                removed = true
+                emit(.removed, key.cacheKey, tier.tierID)
+            }
+        }
+        if tiers.includesMemory, memory.removeValue(forKey: key) {
+            removed = true
+            emit(.removed, key.cacheKey, .memory)
+        }
+        return removed
+    }
+
+    /// The local part of a write, under the key's turn: local byte tiers slowest first, then
+    /// memory; a tier not named loses its value. Local copies expire at `localExpiry`.
+    func writeLocally(
+        _ write: PreparedWrite, _ value: Value, forKey key: Key, expiry: Expiry?, localExpiry: Expiry?, tiers: StorageTiers
+    ) async throws {
+        // With a shared tier, a local copy bounded to nothing (localCopyMaxAge zero) is not kept.
+        let keepsLocalCopies = !hasSharedTiers
+            || localExpiry.map { !($0.expirationDate(from: now()).map { $0 <= now() } ?? false) } ?? true
+        for position in self.tiers.indices.reversed() where !(self.tiers[position] is any SharedCacheTier) {
+            let tier = self.tiers[position]
+            do {
+                if tiers.contains(tier.tierID), keepsLocalCopies, let encoded = write.encoded {
+                    try await setBytes(
+                        TierEntry(data: encoded), expiry: localExpiry, isCompressible: write.isCompressible,
+                        forKey: key.cacheKey, in: tier)
+                    emit(.written, key.cacheKey, tier.tierID)
+                } else if try await removeBytes(forKey: key.cacheKey, from: tier) {
                     emit(.removed, key.cacheKey, tier.tierID)
                 }
+            } catch {
+                counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
+                for faster in self.tiers[..<position] where !(faster is any SharedCacheTier) {
+                    _ = try? await removeBytes(forKey: key.cacheKey, from: faster)
+                }
+                memory.removeValue(forKey: key)
+                throw error
             }
-            if tiers.includesMemory, memory.removeValue(forKey: key) {
-                removed = true
-                emit(.removed, key.cacheKey, .memory)
-            }
-            return removed
+        }
+        if let cost = write.cost, keepsLocalCopies {
+            memory.setValue(value, forKey: key, cost: cost, expiry: localExpiry)
+            emit(.written, key.cacheKey, .memory)
+        } else if memory.removeValue(forKey: key) {
+            emit(.removed, key.cacheKey, .memory)
         }
     }
 
@@ -105,7 +167,11 @@ extension Storage where Value: Sendable {
         try checkNamesATier(tiers)
         if tiers.includesMemory, memory.containsValue(forKey: key) { return true }
         for tier in self.tiers where tiers.contains(tier.tierID) {
-            if try await containsBytes(forKey: key.cacheKey, in: tier) { return true }
+            if tier is any SharedCacheTier {
+                if (try? await containsBytes(forKey: key.cacheKey, in: tier)) == true { return true }
+            } else if try await containsBytes(forKey: key.cacheKey, in: tier) {
+                return true
+            }
         }
         return false
     }
@@ -116,7 +182,11 @@ extension Storage where Value: Sendable {
         let tiers = tiers ?? configuration.defaultTiers
         var found = Set(local)
         for tier in self.tiers where !(tier is any LocalCacheTier) && tiers.contains(tier.tierID) {
-            found.formUnion(try await tier.keys(withPrefix: prefix))
+            guard tier is any SharedCacheTier else {
+                found.formUnion(try await tier.keys(withPrefix: prefix))
+                continue
+            }
+            found.formUnion((try? await tier.keys(withPrefix: prefix)) ?? [])
         }
         return found.sorted()
     }
@@ -128,7 +198,11 @@ extension Storage where Value: Sendable {
         var counts: [StorageTier: Int] = [:]
         for tier in self.tiers.reversed() where !(tier is any LocalCacheTier) && tiers.contains(tier.tierID) {
             counts[tier.tierID] = tier.tierStatistics.totalCount
-            try await tier.removeAll()
+            if tier is any SharedCacheTier {
+                try? await tier.removeAll()
+            } else {
+                try await tier.removeAll()
+            }
         }
         let local = try await offloadIfTiers(tiers) { try self.removeAll(tiers: tiers) }
         return counts.merging(local) { $1 }
@@ -140,7 +214,7 @@ extension Storage where Value: Sendable {
         let tiers = tiers ?? configuration.defaultTiers
         var removed = 0
         for tier in self.tiers.reversed() where !(tier is any LocalCacheTier) && tiers.contains(tier.tierID) {
-            removed += try await tier.removeExpired()
+            removed += tier is any SharedCacheTier ? (try? await tier.removeExpired()) ?? 0 : try await tier.removeExpired()
         }
         return try await removed + offloadIfTiers(tiers) { try self.removeExpired(tiers: tiers) }
     }
@@ -156,10 +230,30 @@ extension Storage where Value: Sendable {
     /// A read after a memory miss when some tier is not local: each named tier in order, local
     /// ones on the I/O queue.
     func walkTiers(forKey key: Key, tiers: StorageTiers) async throws -> Entry? {
+        try await walkTiers(forKey: key, tiers: tiers, failedSharedTiers: nil)
+    }
+
+    /// ``walkTiers(forKey:tiers:)`` that also reports the shared tiers whose read failed (a
+    /// failure of a shared tier is a miss: counted, never thrown).
+    func walkTiers(forKey key: Key, tiers: StorageTiers, failedSharedTiers: Locked<Set<StorageTier>>?) async throws -> Entry? {
         try checkNamesATier(tiers)
         let token = turns.token(for: key)
+        let sharedToken = sharedTurns.token(for: key)
         for (position, tier) in self.tiers.enumerated() where tiers.contains(tier.tierID) {
-            guard let found = try await bytes(forKey: key.cacheKey, in: tier) else {
+            let shared = tier as? any SharedCacheTier
+            let read: TierEntry?
+            if shared != nil {
+                do {
+                    read = try await bytes(forKey: key.cacheKey, in: tier)
+                } catch {
+                    counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
+                    failedSharedTiers?.withLock { _ = $0.insert(tier.tierID) }
+                    read = nil
+                }
+            } else {
+                read = try await bytes(forKey: key.cacheKey, in: tier)
+            }
+            guard let found = read else {
                 counters.tier(tier.tierID).misses.add(1, ordering: .relaxed)
                 continue
             }
@@ -175,27 +269,47 @@ extension Storage where Value: Sendable {
                 continue
             }
             counters.tier(tier.tierID).hits.add(1, ordering: .relaxed)
-            let cost = tiers.includesMemory ? memoryCost(of: value) : nil
-            let expiry = found.expirationDate.map(Expiry.date) ?? .never
-            let isCompressible = transformer.isCompressible(value)
-            await turns.withTurnIfUnchanged(key, since: token) {
-                for faster in self.tiers[..<position] where tiers.contains(faster.tierID) {
-                    do {
-                        try await setBytes(found, expiry: expiry, isCompressible: isCompressible,
-                                           forKey: key.cacheKey, in: faster)
-                        counters.tier(faster.tierID).promotions.add(1, ordering: .relaxed)
-                    } catch {
-                        counters.tier(faster.tierID).errors.add(1, ordering: .relaxed)
-                    }
-                }
-                if let cost, memory.setValue(value, forKey: key, cost: cost, expiry: expiry) {
-                    counters.memoryPromotions.add(1, ordering: .relaxed)
-                }
-            }
+            try await promote(found, value, forKey: key, from: position, tiers: tiers, token: token, sharedToken: sharedToken)
             return Entry(value: value, tier: tier.tierID, expirationDate: found.expirationDate)
         }
         counters.misses.add(1, ordering: .relaxed)
         return nil
+    }
+
+    /// Copies a value read from the tier at `position` into the faster tiers named, unless the
+    /// key was written meanwhile; a shared tier's value is copied with its local bounds.
+    func promote(
+        _ found: TierEntry, _ value: Value, forKey key: Key, from position: Int, tiers: StorageTiers,
+        token: KeyTurns<Key>.Token, sharedToken: KeyTurns<Key>.Token
+    ) async throws {
+        let shared = self.tiers[position] as? any SharedCacheTier
+        var expiry = found.expirationDate.map(Expiry.date) ?? .never
+        if let shared {
+            if shared.localCopyMaxAge == .zero { return }
+            if let maxAge = shared.localCopyMaxAge {
+                let bound = now().addingTimeInterval(maxAge.seconds)
+                expiry = .date(min(found.expirationDate ?? bound, bound))
+            }
+        }
+        let cost = tiers.includesMemory ? memoryCost(of: value) : nil
+        let isCompressible = transformer.isCompressible(value)
+        await turns.withTurnIfUnchanged(key, since: token) {
+            // A write or removal in its network step holds (or has changed) the shared turn.
+            if hasSharedTiers, !sharedTurns.isUnchanged(key, since: sharedToken) { return }
+            for faster in self.tiers[..<position] where tiers.contains(faster.tierID) {
+                if shared != nil, !(shared!.copiesHitsToLocalTiers) || faster is any SharedCacheTier { continue }
+                do {
+                    try await setBytes(found, expiry: expiry, isCompressible: isCompressible,
+                                       forKey: key.cacheKey, in: faster)
+                    counters.tier(faster.tierID).promotions.add(1, ordering: .relaxed)
+                } catch {
+                    counters.tier(faster.tierID).errors.add(1, ordering: .relaxed)
+                }
+            }
+            if let cost, memory.setValue(value, forKey: key, cost: cost, expiry: expiry) {
+                counters.memoryPromotions.add(1, ordering: .relaxed)
+            }
+        }
     }
 
     // MARK: - Helpers

@@ -159,29 +159,37 @@ extension Storage where Value: Sendable {
         }
         let tiers = tiers ?? configuration.defaultTiers
         let write = try prepareWrite(value, expiry: expiry, tiers: tiers)
-        let inserted = try await turns.withTurn(key) { () async throws -> Bool in
-            if tiers.includesMemory, memory.containsValue(forKey: key) { return false }
-            let named = self.tiers.indices.filter { tiers.contains(self.tiers[$0].tierID) }
-            guard let deciding = named.last, let encoded = write.encoded else {
-                try await applyWrite(write, value, forKey: key, expiry: expiry, tiers: tiers)
+        // Local tiers decide under the key's turn; shared tiers (a failure there is a miss,
+        // never an error) are written afterwards, under a turn only async callers wait on.
+        let inserted = try await sharedTurns.withTurn(key) { () async throws -> Bool in
+            let inserted = try await turns.withTurn(key) { () async throws -> Bool in
+                if tiers.includesMemory, memory.containsValue(forKey: key) { return false }
+                let named = self.tiers.indices.filter {
+                    tiers.contains(self.tiers[$0].tierID) && !(self.tiers[$0] is any SharedCacheTier)
+                }
+                guard let deciding = named.last, let encoded = write.encoded else {
+                    try await applyWrite(write, value, forKey: key, expiry: expiry, tiers: tiers)
+                    return true
+                }
+                for position in named.dropLast() {
+                    if try await containsBytes(forKey: key.cacheKey, in: self.tiers[position]) { return false }
+                }
+                let tier = self.tiers[deciding]
+                do {
+                    guard try await insertBytes(encoded, isCompressible: write.isCompressible, expiry: expiry,
+                                                forKey: key.cacheKey, in: tier)
+                    else { return false }
+                } catch {
+                    counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
+                    await removeFromTiers(fasterThan: deciding, key: key)
+                    throw error
+                }
+                emit(.written, key.cacheKey, tier.tierID)
+                try await applyWrite(write, value, forKey: key, expiry: expiry, tiers: tiers, skipping: deciding)
                 return true
             }
-            for position in named.dropLast() {
-                if try await containsBytes(forKey: key.cacheKey, in: self.tiers[position]) { return false }
-            }
-            let tier = self.tiers[deciding]
-            do {
-                guard try await insertBytes(encoded, isCompressible: write.isCompressible, expiry: expiry,
-                                            forKey: key.cacheKey, in: tier)
-                else { return false }
-            } catch {
-                counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
-                await removeFromTiers(fasterThan: deciding, key: key)
-                throw error
-            }
-            emit(.written, key.cacheKey, tier.tierID)
-            try await applyWrite(write, value, forKey: key, expiry: expiry, tiers: tiers, skipping: deciding)
-            return true
+            if inserted && hasSharedTiers { await writeShared(write, forKey: key, expiry: expiry, tiers: tiers) }
+            return inserted
         }
         if inserted { counters.writes.add(1, ordering: .relaxed) }
         return inserted
@@ -195,18 +203,27 @@ extension Storage where Value: Sendable {
         }
         let tiers = tiers ?? configuration.defaultTiers
         try checkNamesATier(tiers)
-        let taken: Taken = try await turns.withTurn(key) { () async throws -> Taken in
+        // Shared tiers first (as removals go), a failure there being a miss; then the local ones.
+        let taken: Taken = try await sharedTurns.withTurn(key) { () async throws -> Taken in
             var taken = Taken()
-            for tier in self.tiers.reversed() where tiers.contains(tier.tierID) {
-                guard let found = try await takeBytes(forKey: key.cacheKey, from: tier) else { continue }
+            for tier in self.tiers.reversed() where tiers.contains(tier.tierID) && tier is any SharedCacheTier {
+                guard let found = try? await tier.takeEntry(forKey: key.cacheKey) else { continue }
                 emit(.removed, key.cacheKey, tier.tierID)
                 if taken.bytes == nil { taken.bytes = found }
             }
-            if tiers.includesMemory, let value = memory.takeValue(forKey: key) {
-                emit(.removed, key.cacheKey, .memory)
-                taken.value = value
+            return try await turns.withTurn(key) { () async throws -> Taken in
+                for tier in self.tiers.reversed()
+                where tiers.contains(tier.tierID) && !(tier is any SharedCacheTier) {
+                    guard let found = try await takeBytes(forKey: key.cacheKey, from: tier) else { continue }
+                    emit(.removed, key.cacheKey, tier.tierID)
+                    if taken.bytes == nil { taken.bytes = found }
+                }
+                if tiers.includesMemory, let value = memory.takeValue(forKey: key) {
+                    emit(.removed, key.cacheKey, .memory)
+                    taken.value = value
+                }
+                return taken
             }
-            return taken
         }
         return decodeTaken(taken)
     }
@@ -220,13 +237,20 @@ extension Storage where Value: Sendable {
         }
         let tiers = tiers ?? configuration.defaultTiers
         try checkExpiry(expiry, tiers: tiers)
-        return try await turns.withTurn(key) { () async throws -> Bool in
+        return try await sharedTurns.withTurn(key) { () async throws -> Bool in
             var found = false
-            for tier in self.tiers.reversed() where tiers.contains(tier.tierID) {
-                if try await setBytesExpiry(expiry, forKey: key.cacheKey, in: tier) { found = true }
+            for tier in self.tiers.reversed() where tiers.contains(tier.tierID) && tier is any SharedCacheTier {
+                // A failure of a shared tier is a miss, never an error.
+                if (try? await tier.setExpiry(expiry, forKey: key.cacheKey)) == true { found = true }
             }
-            if tiers.includesMemory, memory.setExpiry(expiry, forKey: key) { found = true }
-            return found
+            return try await turns.withTurn(key) { () async throws -> Bool in
+                for tier in self.tiers.reversed()
+                where tiers.contains(tier.tierID) && !(tier is any SharedCacheTier) {
+                    if try await setBytesExpiry(expiry, forKey: key.cacheKey, in: tier) { found = true }
+                }
+                if tiers.includesMemory, memory.setExpiry(expiry, forKey: key) { found = true }
+                return found
+            }
         }
     }
 

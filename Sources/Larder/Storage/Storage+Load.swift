@@ -38,9 +38,20 @@ extension Storage where Value: Sendable {
             if tiers.includesMemory, let found = self.memory.entry(forKey: key) {
                 return LoadedValue(value: found.value)
             }
-            if let found = try await self.entryBelowMemory(forKey: key, tiers: tiers) {
+            if let leasing = self.leasingTier(in: tiers) {
+                return LoadedValue(value: try await self.loadThroughLease(
+                    forKey: key, tiers: tiers, leasing: leasing, expiry: expiry, loader: loader))
+            }
+            // A shared tier whose read failed does not get the loaded value (failure = miss).
+            let failedShared = Locked(Set<StorageTier>())
+            if self.allTiersLocal {
+                if let found = try await self.entryBelowMemory(forKey: key, tiers: tiers) {
+                    return LoadedValue(value: found.value)
+                }
+            } else if let found = try await self.walkTiers(forKey: key, tiers: tiers, failedSharedTiers: failedShared) {
                 return LoadedValue(value: found.value)
             }
+            let storeTiers = self.tierIDs(in: tiers, excluding: failedShared.withLock { $0 })
             let value: Value
             do {
                 value = try await loader(key)
@@ -51,7 +62,7 @@ extension Storage where Value: Sendable {
                 throw error
             }
             do {
-                try await self.setValue(value, forKey: key, expiry: expiry, tiers: tiers)
+                try await self.setValue(value, forKey: key, expiry: expiry, tiers: storeTiers)
             } catch {
                 self.counters.loadStoreFailures.add(1, ordering: .relaxed)
                 self.configuration.logHandler?("loaded value for \(key.cacheKey) was not stored: \(error)")
@@ -98,7 +109,7 @@ extension Storage where Value: Sendable {
         return try await walkTiers(forKey: key, tiers: tiers)
     }
 
-    private func now() -> Date {
+    func now() -> Date {
         configuration.now?() ?? memory.configuration.now()
     }
 }

@@ -57,6 +57,9 @@ public final class Storage<Key: CacheKey, Value> {
     /// hop to the I/O queue.
     let allTiersLocal: Bool
     let turns = KeyTurns<Key>()
+    /// Per-key turns of the network step of async writes and removals with a shared tier: only
+    /// async callers ever wait on them, so no thread blocks on a remote round trip.
+    let sharedTurns = KeyTurns<Key>()
     /// Get-or-load: one loader per key in flight.
     let loads = RequestCoalescer<Key, LoadedValue<Value>>()
     /// Get-or-load failures remembered for their `failureExpiry`.

@@ -180,6 +180,14 @@ final class KeyTurns<Key: Hashable & Sendable>: Sendable {
         return next
     }
 
+    /// Whether `key`'s turn is free now and nothing was written to it since `token` was taken.
+    func isUnchanged(_ key: Key, since token: Token) -> Bool {
+        let stripe = Self.stripe(of: key)
+        return state.withLock { state in
+            state.held[key] == nil && state.epoch == token.epoch && state.generations[stripe] == token.generation
+        }
+    }
+
     /// How many callers wait for `key`'s turn (for tests and diagnostics).
     func waiterCount(_ key: Key) -> Int {
         state.withLock { $0.held[key]?.count ?? 0 }

@@ -1,0 +1,87 @@
+// Larder's remote get and set against a running memcached: 100-byte values, local tiers
+// bypassed, at 1 call in flight and at 32 (32 concurrent tasks whose calls pipeline on the
+// store's connections). Prints one TSV line per measurement, as the baselines do.
+//
+//   LarderMemcachedBench PORT OPS
+import Foundation
+import Larder
+import LarderMemcached
+
+let arguments = CommandLine.arguments
+guard arguments.count == 3, let port = Int(arguments[1]), let ops = Int(arguments[2]) else {
+    print("usage: LarderMemcachedBench PORT OPS")
+    exit(2)
+}
+let store = try MemcachedStore(configuration: .init(port: port, namespace: "l:", deadline: .seconds(5)))
+let storage = try Storage<String, Data>(configuration: .init(), additionalTiers: [store], transformer: .data)
+let keys = (0..<1_000).map { "key-\($0)" }
+let value = Data(repeating: UInt8(ascii: "v"), count: 100)
+for key in keys {
+    try await store.setValue(value, forKey: key, expiry: .never, metadata: nil, isCompressible: false)
+}
+
+func measure(_ name: String, inFlight: Int, _ body: @escaping @Sendable (Int) async throws -> Void) async throws {
+    let clock = ContinuousClock()
+    let elapsed = try await clock.measure {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for lane in 0..<inFlight {
+                group.addTask {
+                    for i in stride(from: lane, to: ops, by: inFlight) { try await body(i) }
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    print("larder-\(name)\t\(inFlight)\t\(Int(Double(ops) / seconds))")
+}
+
+for inFlight in [1, 32] {
+    try await measure("store\tget", inFlight: inFlight) { i in
+        guard try await store.entry(forKey: keys[i % 1_000])?.data.count == 100 else { fatalError("miss") }
+    }
+    try await measure("storage\tget", inFlight: inFlight) { i in
+        guard try await storage.value(forKey: keys[i % 1_000], tiers: .remote)?.count == 100 else { fatalError("miss") }
+    }
+    try await measure("store\tset", inFlight: inFlight) { i in
+        try await store.setValue(value, forKey: keys[i % 1_000], expiry: .never, metadata: nil, isCompressible: false)
+    }
+}
+// 32 keys per quiet batch (mg … q × 32, mn), like the baselines' multi-gets.
+do {
+    let clock = ContinuousClock()
+    var fetched = 0
+    let elapsed = try await clock.measure {
+        for start in stride(from: 0, to: ops, by: 32) {
+            fetched += try await store.entries(forKeys: (start..<(start + 32)).map { keys[$0 % 1_000] }).count
+        }
+    }
+    guard fetched >= ops else { fatalError("batch misses") }
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    print("larder-store\tget-batch\t32\t\(Int(Double(fetched) / seconds))")
+}
+
+// A memory hit of a remote-derived value against a memory hit of a local write, both through
+// Storage's synchronous read (a sync function picks the sync overloads).
+func syncRead(_ storage: Storage<String, Data>, _ key: String) throws -> Data? { try storage.value(forKey: key) }
+func syncWrite(_ storage: Storage<String, Data>, _ value: Data, _ key: String, expiry: Expiry?) throws {
+    try storage.setValue(value, forKey: key, expiry: expiry)
+}
+let memoryStorage = try Storage<String, Data>(configuration: .init(), additionalTiers: [store], transformer: .data)
+// (A function, not top-level code: there `entry(forKey:)` resolved to the synchronous overload.)
+func remoteRead(_ storage: Storage<String, Data>, _ key: String) async throws -> Storage<String, Data>.Entry? {
+    try await storage.entry(forKey: key)
+}
+guard try await remoteRead(memoryStorage, "key-1")?.tier == .remote else { fatalError("no remote hit") }
+try syncWrite(memoryStorage, value, "local", expiry: .seconds(3_600))
+try syncWrite(memoryStorage, value, "local-no-ttl", expiry: nil)
+for (name, key) in [("remote-derived", "key-1"), ("local", "local"), ("local-no-ttl", "local-no-ttl")] {
+    let clock = ContinuousClock()
+    let n = ops * 10
+    let elapsed = try clock.measure {
+        for _ in 0..<n { guard try syncRead(memoryStorage, key) != nil else { fatalError("memory miss") } }
+    }
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    print("larder-memory-hit\t\(name)\t1\t\(Int(Double(n) / seconds))")
+}
+await store.close()

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Larder's remote tier side by side with libmemcached (C) and pymemcache (Python), in one run
+# against the same local memcached: get and set of 100-byte values at 1 request in flight and
+# at 32 (the baselines batch 32 keys in one multi-get; Larder pipelines 32 concurrent calls).
+#
+#   Benchmarks/Memcached/run.sh            OPS=100000 ROUNDS=3 (median of the rounds)
+#
+# Needs: memcached, libmemcached-dev, python3 with pymemcache (pip install pymemcache).
+# Not for CI: figures on a shared machine are only comparable within one run.
+set -euo pipefail
+cd "$(dirname "$0")"
+OPS=${OPS:-100000}
+ROUNDS=${ROUNDS:-3}
+mkdir -p .build/compare results
+
+gcc -O2 -Wall -Wextra -o .build/compare/baseline_libmemcached baseline_libmemcached.c -lmemcached
+swift build -c release --product LarderMemcachedBench >&2
+LARDER="$(swift build -c release --show-bin-path)/LarderMemcachedBench"
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+user_args=()
+[ "$(id -u)" -eq 0 ] && user_args=(-u root)
+memcached -l 127.0.0.1 -p "$port" -U 0 -m 256 -t 2 "${user_args[@]}" &
+server=$!
+trap 'kill "$server" 2>/dev/null || true' EXIT
+for _ in $(seq 100); do python3 -c "import socket; socket.create_connection(('127.0.0.1', $port))" 2>/dev/null && break; sleep 0.05; done
+
+raw=results/memcached-raw.tsv
+: >"$raw"
+for round in $(seq "$ROUNDS"); do
+    echo "round $round" >&2
+    .build/compare/baseline_libmemcached "$port" "$OPS" >>"$raw"
+    python3 pymemcache_runner.py "$port" "$OPS" >>"$raw"
+    "$LARDER" "$port" "$OPS" >>"$raw"
+done
+
+python3 - "$raw" <<'PY' | tee results/memcached.md
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    name, op, inflight, rate = line.rstrip("\n").split("\t")
+    rows.setdefault((name, op, inflight), []).append(float(rate))
+median = {k: statistics.median(v) for k, v in rows.items()}
+print("| contender | operation | in flight | ops/s (median) |")
+print("|---|---|---|---|")
+for (name, op, inflight), rate in sorted(median.items()):
+    print(f"| {name} | {op} | {inflight} | {rate:,.0f} |")
+def ratio(a, b):
+    return median.get(a, 0) / median[b] if median.get(b) else float("nan")
+print()
+print("| target | ratio | met |")
+print("|---|---|---|")
+for label, a, b, goal in [
+    ("Larder get at 1 in flight ≥ 0.8× libmemcached", ("larder-store", "get", "1"), ("libmemcached", "get", "1"), 0.8),
+    ("Larder get at 32 in flight ≥ 1× libmemcached multi-get", ("larder-store", "get", "32"), ("libmemcached", "get", "32"), 1.0),
+    ("Larder get at 32 in flight ≥ 2× pymemcache get_many", ("larder-store", "get", "32"), ("pymemcache", "get", "32"), 2.0),
+    ("Larder quiet batch of 32 ≥ 1× libmemcached multi-get", ("larder-store", "get-batch", "32"), ("libmemcached", "get", "32"), 1.0),
+    ("memory hit of a remote-derived value = any memory hit", ("larder-memory-hit", "remote-derived", "1"), ("larder-memory-hit", "local", "1"), 0.9),
+]:
+    r = ratio(a, b)
+    print(f"| {label} | {r:.2f} | {'yes' if r >= goal else 'no'} |")
+PY

@@ -1,0 +1,218 @@
+import Foundation
+import Synchronization
+
+// The rules for shared tiers (see SharedCacheTier): failure is a miss, local copies are
+// bounded, writes go local then shared, removals shared then local, and get-or-load takes a
+// lease from a LeasingCacheTier so that one loader runs per key across every process.
+
+extension Storage where Value: Sendable {
+    /// Whether any byte tier is shared (a remote cache).
+    var hasSharedTiers: Bool { tiers.contains { $0 is any SharedCacheTier } }
+
+    /// The expiry of the local copies of a write that also goes to shared tiers in `tiers`:
+    /// the earlier of `expiry` and each such tier's ``SharedCacheTier/localCopyMaxAge``.
+    func localCopyExpiry(_ expiry: Expiry?, sharedTiersIn tiers: StorageTiers) -> Expiry? {
+        let now = now()
+        var bound: Date?
+        for case let shared as any SharedCacheTier in self.tiers where tiers.contains(shared.tierID) {
+            guard let maxAge = shared.localCopyMaxAge else { continue }
+            let end = now.addingTimeInterval(maxAge.seconds)
+            bound = min(bound ?? end, end)
+        }
+        guard let bound else { return expiry }
+        let requested = (expiry ?? memory.configuration.defaultExpiry).expirationDate(from: now)
+        return .date(min(requested ?? bound, bound))
+    }
+
+    /// The shared part of a write: each shared tier named gets the value, each not named loses
+    /// it. A failure is counted and the tier's old value is removed if possible; nothing throws.
+    func writeShared(_ write: PreparedWrite, forKey key: Key, expiry: Expiry?, tiers: StorageTiers) async {
+        for tier in self.tiers where tier is any SharedCacheTier {
+            do {
+                if tiers.contains(tier.tierID), let encoded = write.encoded {
+                    try await tier.setValue(encoded, forKey: key.cacheKey, expiry: expiry, metadata: nil,
+                                            isCompressible: write.isCompressible)
+                    emit(.written, key.cacheKey, tier.tierID)
+                } else if try await tier.removeValue(forKey: key.cacheKey) {
+                    emit(.removed, key.cacheKey, tier.tierID)
+                }
+            } catch {
+                counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
+                _ = try? await tier.removeValue(forKey: key.cacheKey)
+            }
+        }
+    }
+
+    /// The shared part of a removal; a failure is counted, never thrown.
+    func removeShared(forKey key: Key, tiers: StorageTiers) async -> Bool {
+        var removed = false
+        for tier in self.tiers.reversed() where tier is any SharedCacheTier && tiers.contains(tier.tierID) {
+            do {
+                if try await tier.removeValue(forKey: key.cacheKey) {
+                    removed = true
+                    emit(.removed, key.cacheKey, tier.tierID)
+                }
+            } catch {
+                counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
+            }
+        }
+        return removed
+    }
+
+    /// Marks `key`'s value stale in every leasing tier named and drops the local copies: readers
+    /// of ``value(forKey:tiers:expiry:failureExpiry:orLoad:)`` keep getting the old value from
+    /// the shared tier while exactly one caller in the fleet recomputes it.
+    ///
+    /// A failure of a shared tier is counted, never thrown.
+    public func invalidate(forKey key: Key, tiers: StorageTiers? = nil) async throws {
+        let tiers = tiers ?? configuration.defaultTiers
+        try await sharedTurns.withTurn(key) {
+            for case let leasing as any LeasingCacheTier in self.tiers where tiers.contains(leasing.tierID) {
+                do {
+                    try await leasing.invalidate(forKey: key.cacheKey)
+                } catch {
+                    counters.tier(leasing.tierID).errors.add(1, ordering: .relaxed)
+                }
+            }
+            _ = try await self.turns.withTurn(key) {
+                try await self.removeLocally(forKey: key, tiers: self.localTierIDs(in: tiers))
+            }
+        }
+    }
+
+    /// `tiers` without the shared ones.
+    func localTierIDs(in tiers: StorageTiers) -> StorageTiers {
+        StorageTiers(tierIDs.filter { id in
+            tiers.contains(id) && !self.tiers.contains { $0.tierID == id && $0 is any SharedCacheTier }
+        })
+    }
+
+    /// `tiers` without `excluded`.
+    func tierIDs(in tiers: StorageTiers, excluding excluded: Set<StorageTier>) -> StorageTiers {
+        guard !excluded.isEmpty else { return tiers }
+        return StorageTiers(tierIDs.filter { tiers.contains($0) && !excluded.contains($0) })
+    }
+
+    // MARK: - Get-or-load with a lease
+
+    /// The first leasing tier named in `tiers`, if any.
+    func leasingTier(in tiers: StorageTiers) -> (any LeasingCacheTier)? {
+        for case let leasing as any LeasingCacheTier in self.tiers where tiers.contains(leasing.tierID) {
+            return leasing
+        }
+        return nil
+    }
+
+    /// Get-or-load below memory through `leasing`: the local tiers, then a lease-aware read.
+    /// The winner runs the loader and fills; others serve a stale value at once or wait for the
+    /// fill up to the tier's ``LeasingCacheTier/leaseWaitLimit``, then load without filling.
+    func loadThroughLease(
+        forKey key: Key, tiers: StorageTiers, leasing: any LeasingCacheTier, expiry: Expiry?,
+        loader: @escaping @Sendable (Key) async throws -> Value
+    ) async throws -> Value {
+        let local = localTierIDs(in: tiers)
+        if self.tiers.contains(where: { !($0 is any SharedCacheTier) && local.contains($0.tierID) }),
+           let found = try await walkTiers(forKey: key, tiers: local) {
+            return found.value
+        }
+        let position = self.tiers.firstIndex { $0 === leasing }!
+        let waitEnd = ContinuousClock.now + leasing.leaseWaitLimit
+        var pause = Duration.milliseconds(5)
+        while true {
+            try Task.checkCancellation()
+            let token = turns.token(for: key)
+            let sharedToken = sharedTurns.token(for: key)
+            let read: LeasedRead
+            do {
+                read = try await leasing.leasedEntry(forKey: key.cacheKey, leaseDuration: .seconds(30))
+            } catch {
+                // Failure is a miss, and the loader's value is not written back to the tier.
+                counters.tier(leasing.tierID).errors.add(1, ordering: .relaxed)
+                return try await loadAndStore(key, tiers: local, expiry: expiry, loader: loader)
+            }
+            switch read {
+            case .hit(let found):
+                if let value = decoded(found, from: leasing) {
+                    try await promote(found, value, forKey: key, from: position, tiers: tiers, token: token, sharedToken: sharedToken)
+                    return value
+                }
+                return try await loadAndStore(key, tiers: local, expiry: expiry, loader: loader)
+            case .won(let lease, let stale):
+                if let stale, let value = decoded(stale, from: leasing) {
+                    // Serve the stale value now; this caller's lease refreshes it meanwhile.
+                    let detachedKey = key
+                    Task {
+                        _ = try? await self.loadAndFill(detachedKey, lease: lease, in: leasing, tiers: tiers, expiry: expiry, loader: loader)
+                    }
+                    return value
+                }
+                return try await loadAndFill(key, lease: lease, in: leasing, tiers: tiers, expiry: expiry, loader: loader)
+            case .busy(let stale):
+                if let stale, let value = decoded(stale, from: leasing) { return value }
+                guard ContinuousClock.now < waitEnd else {
+                    return try await loadAndStore(key, tiers: local, expiry: expiry, loader: loader)
+                }
+                try await Task.sleep(for: pause)
+                pause = min(pause * 2, .milliseconds(50))
+            }
+        }
+    }
+
+    private func decoded(_ found: TierEntry, from tier: any CacheTier) -> Value? {
+        do {
+            return try transformer.decode(found.data)
+        } catch {
+            counters.decodingFailures.add(1, ordering: .relaxed)
+            return nil
+        }
+    }
+
+    /// Runs the loader and stores its value in `tiers` (logging a refused write).
+    private func loadAndStore(
+        _ key: Key, tiers: StorageTiers, expiry: Expiry?, loader: @escaping @Sendable (Key) async throws -> Value
+    ) async throws -> Value {
+        let value = try await loader(key)
+        do {
+            try await setValue(value, forKey: key, expiry: expiry, tiers: tiers)
+        } catch {
+            counters.loadStoreFailures.add(1, ordering: .relaxed)
+            configuration.logHandler?("loaded value for \(key.cacheKey) was not stored: \(error)")
+        }
+        counters.loads.add(1, ordering: .relaxed)
+        return value
+    }
+
+    /// The lease winner's work: load, store locally, fill the leasing tier under the lease.
+    /// A refused fill (the key changed meanwhile) returns the value without caching it there.
+    private func loadAndFill(
+        _ key: Key, lease: TierLease, in leasing: any LeasingCacheTier, tiers: StorageTiers, expiry: Expiry?,
+        loader: @escaping @Sendable (Key) async throws -> Value
+    ) async throws -> Value {
+        let value = try await loader(key)
+        counters.loads.add(1, ordering: .relaxed)
+        let write: PreparedWrite
+        do {
+            write = try prepareWrite(value, expiry: expiry, tiers: tiers)
+        } catch {
+            counters.loadStoreFailures.add(1, ordering: .relaxed)
+            return value
+        }
+        try? await sharedTurns.withTurn(key) {
+            guard let encoded = write.encoded else { return }
+            let filled: Bool
+            do {
+                filled = try await leasing.fill(encoded, forKey: key.cacheKey, lease: lease, expiry: expiry, metadata: nil,
+                                                isCompressible: write.isCompressible)
+            } catch {
+                counters.tier(leasing.tierID).errors.add(1, ordering: .relaxed)
+                filled = false
+            }
+            let localTiers = filled ? self.localTierIDs(in: tiers) : StorageTiers([])
+            let localExpiry = self.localCopyExpiry(expiry, sharedTiersIn: tiers)
+            try await self.turns.withTurn(key) {
+                try await self.writeLocally(write, value, forKey: key, expiry: expiry, localExpiry: localExpiry, tiers: localTiers)
+            }
+        }
+        return value
+    }
+}

@@ -1,0 +1,283 @@
+#if Memcached
+import Foundation
+import Larder
+@testable import LarderMemcached
+import LarderTestSupport
+import Synchronization
+import Testing
+
+/// `Storage` with a memcached tier: the rules of a shared tier, and leases in get-or-load.
+@Suite(.enabled(if: MemcachedServer.shouldRun), .timeLimit(.minutes(5)))
+struct StorageRemoteTests {
+    static func storage(
+        port: Int, localCopyMaxAge: Duration? = .seconds(60), deadline: Duration = .seconds(10), directory: URL? = nil
+    ) throws -> (Storage<String, String>, MemcachedStore) {
+        let store = try MemcachedStore(configuration: .init(
+            port: port, namespace: "s:", deadline: deadline, localCopyMaxAge: localCopyMaxAge))
+        let storage = try Storage<String, String>(
+            configuration: .init(directory: directory), additionalTiers: [store], transformer: .string)
+        return (storage, store)
+    }
+
+    @Test func writesGoThroughAndRemovalsReachTheRemoteFirst() async throws {
+        try await withChildProcesses { scope in
+            let server = try await MemcachedServer.start(in: scope)
+            let (a, storeA) = try Self.storage(port: server.port)
+            let (b, storeB) = try Self.storage(port: server.port)
+            try await a.setValue("shared", forKey: "k", expiry: .seconds(60))
+            // B, another "machine", reads it from the remote and copies it into its memory.
+            let entry = try #require(try await b.entry(forKey: "k"))
+            #expect(entry.value == "shared" && entry.tier == .remote)
+            #expect(try await b.entry(forKey: "k")?.tier == .memory)
+            // A removes: the remote first, then A's local copies.
+            #expect(try await a.removeValue(forKey: "k"))
+            #expect(try await a.value(forKey: "k") == nil)
+            #expect(try await storeB.entry(forKey: "k") == nil)
+            await storeA.close()
+            await storeB.close()
+        }
+    }
+
+    @Test func bNeverRefillsAValueARemoved() async throws {
+        try await withChildProcesses { scope in
+            let server = try await MemcachedServer.start(in: scope)
+            let (a, storeA) = try Self.storage(port: server.port)
+            let (b, storeB) = try Self.storage(port: server.port, localCopyMaxAge: .milliseconds(200))
+            try await a.setValue("v1", forKey: "k", expiry: .seconds(60))
+            #expect(try await b.value(forKey: "k") == "v1")
+            try await a.removeValue(forKey: "k")
+            // B keeps reading (its local copy until it ages out, then misses) and loading.
+            let end = ContinuousClock.now + .milliseconds(500)
+            while ContinuousClock.now < end {
+                _ = try await b.value(forKey: "k")
+                #expect(try await storeA.entry(forKey: "k") == nil, "B put the removed value back")
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(try await b.value(forKey: "k") == nil, "B's local copy lived past localCopyMaxAge")
+            await storeA.close()
+            await storeB.close()
+        }
+    }
+
+    @Test func aLocalCopyNeverOutlivesLocalCopyMaxAgeOrTheRemoteTTL() async throws {
+        try await withChildProcesses { scope in
+            let server = try await MemcachedServer.start(in: scope)
+            // Lifetimes of tens of seconds, so a loaded machine cannot let them run out mid-test.
+            let (a, storeA) = try Self.storage(port: server.port, localCopyMaxAge: .seconds(60))
+            let (b, storeB) = try Self.storage(port: server.port, localCopyMaxAge: .seconds(60))
+            try await a.setValue("short", forKey: "ttl", expiry: .seconds(30))
+            let entry = try #require(try await b.entry(forKey: "ttl"))
+            let end = try #require(entry.expirationDate)
+            #expect(end.timeIntervalSinceNow <= 30.01, "bounded by the remote's TTL, not localCopyMaxAge")
+            let copy = try #require(b.memory.entry(forKey: "ttl"))
+            #expect(try #require(copy.expirationDate) <= end)
+            try await a.setValue("long", forKey: "age", expiry: .seconds(3_600))
+            _ = try await b.value(forKey: "age")
+            let aged = try #require(b.memory.entry(forKey: "age")?.expirationDate)
+            #expect(aged.timeIntervalSinceNow <= 60.01, "bounded by localCopyMaxAge, not the remote's hour")
+            // With localCopyMaxAge zero, no local copy at all: B sees A's overwrite at once.
+            let (c, storeC) = try Self.storage(port: server.port, localCopyMaxAge: .zero)
+            #expect(try await c.value(forKey: "age") == "long")
+            #expect(c.memory.entry(forKey: "age") == nil)
+            try await a.setValue("newer", forKey: "age", expiry: .seconds(3_600))
+            #expect(try await c.value(forKey: "age") == "newer")
+            for store in [storeA, storeB, storeC] { await store.close() }
+        }
+    }
+
+    @Test func aDeadRemoteIsAMissAndTheSyncAPINeverWaitsOnIt() async throws {
+        try await withChildProcesses { scope in
+            let server = try await MemcachedServer.start(in: scope)
+            let proxy = try await ChaosProxy(upstreamPort: server.port)
+            let directory = try TemporaryDirectory()
+            let (storage, store) = try Self.storage(port: proxy.port, deadline: .seconds(1), directory: directory.url)
+            proxy.set(.blackHole)
+            // No remote error reaches the caller.
+            try await storage.setValue("local", forKey: "k")
+            #expect(try await storage.value(forKey: "k") == "local")
+            #expect(try await storage.value(forKey: "absent") == nil)
+            #expect(try await storage.removeValue(forKey: "k"))
+            // The sync API reaches memory and disk only: it completes while an async write of
+            // the same key still waits (1 s) on the black-holed server.
+            let asyncDone = Tally()
+            let writer = Task {
+                try await storage.setValue("async", forKey: "same")
+                asyncDone.add()
+            }
+            try await Task.sleep(for: .milliseconds(20))
+            let read = try syncWriteThenRead(storage, "sync", forKey: "same")
+            #expect(asyncDone.value == 0, "the sync write waited for the network")
+            #expect(read == "sync")
+            try await writer.value
+            #expect(store.statistics.errors > 0)
+            await store.close()
+            await proxy.close()
+        }
+    }
+
+    @Test func afterAFailedRemoteReadTheLoadedValueIsNotWrittenBack() async throws {
+        try await withChildProcesses { scope in
+            let server = try await MemcachedServer.start(in: scope)
+            let proxy = try await ChaosProxy(upstreamPort: server.port)
+            // A store without leases in the way: a plain shared tier wrapper.
+            let store = try MemcachedStore(configuration: .init(port: proxy.port, namespace: "s:", deadline: .seconds(1)))
+            let plain = PlainSharedTier(store)
+            let storage = try Storage<String, String>(configuration: .init(), additionalTiers: [plain], transformer: .string)
+            proxy.set(.blackHole)
+            #expect(try await storage.value(forKey: "k", expiry: .seconds(60)) { _ in "loaded" } == "loaded")
+            proxy.set(.pass)
+            // Wait until the store reads again (its breaker and back-off let it reconnect).
+            let end = ContinuousClock.now + .seconds(5)
+            while ContinuousClock.now < end {
+                do {
+                    _ = try await store.entry(forKey: "probe")
+                    break
+                } catch {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+            }
+            let reader = try MemcachedStore(configuration: .init(port: server.port, namespace: "s:", deadline: .seconds(10)))
+            #expect(try await reader.entry(forKey: "k") == nil)
+            // With the remote healthy, a load is written through.
+            #expect(try await storage.value(forKey: "k2", expiry: .seconds(60)) { _ in "loaded2" } == "loaded2")
+            #expect(try await reader.entry(forKey: "k2")?.data == Data("loaded2".utf8))
+            await store.close()
+            await reader.close()
+            await proxy.close()
+        }
+    }
+
+    @Test func aStampedeAcrossFourStoragesRunsTheLoaderOnce() async throws {
+        try await withChildProcesses { scope in
+            let server = try await MemcachedServer.start(in: scope)
+            let pairs = try (0..<4).map { _ in try Self.storage(port: server.port) }
+            let calls = Tally(0)
+            let values = try await withThrowingTaskGroup(of: String.self) { group in
+                for (storage, _) in pairs {
+                    for _ in 0..<32 {
+                        group.addTask {
+                            try await storage.value(forKey: "hot", expiry: .seconds(60)) { _ in
+                                calls.add()
+                                try await Task.sleep(for: .milliseconds(200))
+                                return "computed"
+                            }
+                        }
+                    }
+                }
+                return try await group.reduce(into: [String]()) { $0.append($1) }
+            }
+            #expect(values.count == 128 && values.allSatisfy { $0 == "computed" })
+            #expect(calls.value == 1)
+            let wins = pairs.map { $0.1.statistics.leaseWins }.reduce(0, +)
+            #expect(wins == 1)
+            for (_, store) in pairs { await store.close() }
+        }
+    }
+
+    @Test func aSoftInvalidationServesTheOldValueWhileOneCallerRefreshes() async throws {
+        try await withChildProcesses { scope in
+            let server = try await MemcachedServer.start(in: scope)
+            let pairs = try (0..<4).map { _ in try Self.storage(port: server.port) }
+            let (first, _) = pairs[0]
+            #expect(try await first.value(forKey: "feed", expiry: .seconds(60)) { _ in "old" } == "old")
+            try await first.invalidate(forKey: "feed")
+            for (storage, _) in pairs { try await storage.removeValue(forKey: "feed", tiers: .memory) }
+            let refreshes = Tally(0)
+            let slowest = Tally(0)
+            let values = try await withThrowingTaskGroup(of: String.self) { group in
+                for (storage, _) in pairs {
+                    for _ in 0..<32 {
+                        group.addTask {
+                            let started = ContinuousClock.now
+                            let value = try await storage.value(forKey: "feed", expiry: .seconds(60)) { _ in
+                                refreshes.add()
+                                try await Task.sleep(for: .milliseconds(500))
+                                return "new"
+                            }
+                            slowest.max(Int((ContinuousClock.now - started) / .milliseconds(1)))
+                            return value
+                        }
+                    }
+                }
+                return try await group.reduce(into: [String]()) { $0.append($1) }
+            }
+            #expect(values.count == 128 && values.allSatisfy { $0 == "old" }, "everyone answered with the old value")
+            #expect(slowest.value < 400, "nobody waited for the 500 ms refresh")
+            // The refresh lands once; afterwards readers get the new value.
+            try await Task.sleep(for: .milliseconds(800))
+            #expect(refreshes.value == 1)
+            let (fresh, freshStore) = try Self.storage(port: server.port)
+            #expect(try await fresh.value(forKey: "feed") == "new")
+            await freshStore.close()
+            for (_, store) in pairs { await store.close() }
+        }
+    }
+}
+
+/// The synchronous API (a sync function picks the sync overloads).
+func syncWriteThenRead(_ storage: Storage<String, String>, _ value: String, forKey key: String) throws -> String? {
+    try storage.setValue(value, forKey: key)
+    return try storage.value(forKey: key)
+}
+
+/// A shared tier without leases, forwarding to a `MemcachedStore` (get-or-load then takes the
+/// plain read path).
+final class PlainSharedTier: SharedCacheTier {
+    let base: MemcachedStore
+    init(_ base: MemcachedStore) { self.base = base }
+    var tierID: StorageTier { base.tierID }
+    var localCopyMaxAge: Duration? { base.localCopyMaxAge }
+    var copiesHitsToLocalTiers: Bool { false }
+    var tierStatistics: TierStatistics { base.tierStatistics }
+    func entry(forKey key: String) async throws -> TierEntry? { try await base.entry(forKey: key) }
+    func setValue(_ data: Data, forKey key: String, expiry: Expiry?, metadata: Data?, isCompressible: Bool) async throws {
+        try await base.setValue(data, forKey: key, expiry: expiry, metadata: metadata, isCompressible: isCompressible)
+    }
+    func removeValue(forKey key: String) async throws -> Bool { try await base.removeValue(forKey: key) }
+    func containsValue(forKey key: String) async throws -> Bool { try await base.containsValue(forKey: key) }
+    func keys(withPrefix prefix: String) async throws -> [String] { [] }
+    func removeAll() async throws {}
+    func removeExpired() async throws -> Int { 0 }
+    func close() async { await base.close() }
+}
+#endif
+
+#if Memcached
+/// Four real processes share one server: leases make one loader run across all of them.
+@Suite(.enabled(if: MemcachedServer.shouldRun), .timeLimit(.minutes(5)))
+struct MemcachedMultiProcessTests {
+    static var helper: URL {
+        get throws {
+            let binary = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+                ?? CommandLine.arguments[0])
+            var directory = binary.deletingLastPathComponent()
+            for _ in 0..<4 {
+                let candidate = directory.appendingPathComponent("LarderMemcachedHelper")
+                if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+                directory = directory.deletingLastPathComponent()
+            }
+            throw TestFailure("LarderMemcachedHelper not found next to \(binary.path)")
+        }
+    }
+
+    @Test func aStampedeOfFourProcessesTimes32TasksRunsTheLoaderOnce() async throws {
+        try await withChildProcesses { scope in
+            let server = try await MemcachedServer.start(in: scope)
+            let directory = try TemporaryDirectory()
+            let countFile = directory.url.appendingPathComponent("calls").path
+            let start = Int((Date().timeIntervalSince1970 + 1.5) * 1000)
+            let helpers = try (0..<4).map { _ in
+                try scope.start(try Self.helper, arguments: ["stampede", "\(server.port)", "hot", countFile, "32", "\(start)"])
+            }
+            for helper in helpers {
+                #expect(await helper.waitForExit(timeout: .seconds(60)))
+                #expect(helper.exitedCleanly, "\(helper.standardError)")
+                await helper.waitForOutput()
+                #expect(helper.standardOutput.contains("values 32 computed"), "\(helper.standardOutput)")
+            }
+            let calls = (try? String(contentsOfFile: countFile, encoding: .utf8))?.split(separator: "\n").count ?? 0
+            #expect(calls == 1, "the loader ran \(calls) times across 4 processes")
+        }
+    }
+}
+#endif
