@@ -32,6 +32,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         .systemLibrary(
@@ -99,6 +100,7 @@ let package = Package(
             name: "LarderVaporExample",
             dependencies: [
                 "LarderVapor",
+                "Larder",
                 .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"])),
             ],
             path: "Examples/VaporJSONCache",
@@ -168,6 +170,7 @@ let package = Package(
                 "LarderTestSupport",
                 "LarderHummingbirdHelper",
                 .product(name: "HummingbirdTesting", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
+                .product(name: "Logging", package: "swift-log", condition: .when(traits: ["Hummingbird"])),
                 .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
                 .product(
                     name: "ServiceLifecycle", package: "swift-service-lifecycle",

@@ -7,6 +7,7 @@
 // Vapor's own MemoryCache (for comparison).
 #if Vapor
 import Foundation
+import Larder
 import LarderVapor
 import Vapor
 

@@ -138,7 +138,7 @@ public final class LarderPersistDriver: PersistDriver {
 
     /// Closes the storage; later calls throw ``StorageError`` with code `closed`.
     public func shutdown() async throws {
-        storage.close()
+        await storage.close()
     }
 
     // MARK: - Service

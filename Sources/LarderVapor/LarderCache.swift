@@ -7,7 +7,7 @@ public import Vapor
 /// Larder's ``Storage`` as Vapor's `Cache`: bounded memory over a crash-safe disk tier.
 ///
 /// Values are encoded as JSON (as Vapor's own Redis cache does) into a
-/// `Storage<String, Data>`. `set(_:to:expiresIn:)` honours the expiration to the second,
+/// `Larder.Storage<String, Data>`. `set(_:to:expiresIn:)` honours the expiration to the second,
 /// `set(_:to: nil)` removes the key, and reading a key as a type its JSON does not decode to
 /// throws a `StorageError` with code `decoding` rather than answering a wrong value.
 ///
@@ -29,12 +29,12 @@ public import Vapor
 ///   directory.
 public struct LarderCache: Cache, Sendable {
     /// The storage behind the cache.
-    public let storage: Storage<String, Data>
+    public let storage: Larder.Storage<String, Data>
     /// The event loop the futures complete on.
     public let eventLoop: any EventLoop
 
     /// Creates a cache over `storage` whose futures complete on `eventLoop`.
-    public init(storage: Storage<String, Data>, on eventLoop: any EventLoop) {
+    public init(storage: Larder.Storage<String, Data>, on eventLoop: any EventLoop) {
         self.storage = storage
         self.eventLoop = eventLoop
     }
@@ -44,7 +44,7 @@ public struct LarderCache: Cache, Sendable {
     /// The value for `key` decoded as `type`, or `nil` on a miss or after its expiry.
     ///
     /// - Throws: ``StorageError`` with code `decoding` when the stored JSON is not a `type`.
-    public func get<T>(_ key: String, as type: T.Type) -> EventLoopFuture<T?> where T: Decodable {
+    public func get<T>(_ key: String, as type: T.Type) -> EventLoopFuture<T?> where T: Decodable & Sendable {
         do {
             if let data = try storage.value(forKey: key, tiers: .memory) {
                 return eventLoop.makeSucceededFuture(try Self.decode(type, from: data, key: key))
@@ -58,7 +58,7 @@ public struct LarderCache: Cache, Sendable {
     }
 
     /// Stores `value` for `key` with the storage's default expiry; `nil` removes the key.
-    public func set<T>(_ key: String, to value: T?) -> EventLoopFuture<Void> where T: Encodable {
+    public func set<T>(_ key: String, to value: T?) -> EventLoopFuture<Void> where T: Encodable & Sendable {
         set(key, to: value, expiresIn: nil)
     }
 
@@ -66,7 +66,7 @@ public struct LarderCache: Cache, Sendable {
     /// removes the key, and a `nil` expiration time keeps the storage's default expiry.
     public func set<T>(
         _ key: String, to value: T?, expiresIn expirationTime: CacheExpirationTime?
-    ) -> EventLoopFuture<Void> where T: Encodable {
+    ) -> EventLoopFuture<Void> where T: Encodable & Sendable {
         let storage = self.storage
         guard let value else {
             return eventLoop.makeFutureWithTask { _ = try await storage.removeValue(forKey: key) }
@@ -134,10 +134,10 @@ extension Application.Caches.Provider {
     /// Larder's cache over `storage`, closed when the application shuts down.
     ///
     /// ```swift
-    /// let storage = try Storage<String, Data>(transformer: .data) { $0.directory = cacheURL }
+    /// let storage = try Larder.Storage<String, Data>(transformer: .data) { $0.directory = cacheURL }
     /// app.caches.use(.larder(storage))
     /// ```
-    public static func larder(_ storage: Storage<String, Data>) -> Self {
+    public static func larder(_ storage: Larder.Storage<String, Data>) -> Self {
         .init { application in
             application.lifecycle.use(LarderCacheLifecycle(storage: storage))
             application.caches.use { application in
@@ -152,9 +152,9 @@ extension Application.Caches.Provider {
     /// - Throws: The errors of ``Storage/init(configuration:additionalTiers:transformer:)``,
     ///   such as a directory that cannot be created.
     public static func larder(
-        directory: URL?, _ configure: (inout Storage<String, Data>.Configuration) -> Void = { _ in }
+        directory: URL?, _ configure: (inout Larder.Storage<String, Data>.Configuration) -> Void = { _ in }
     ) throws -> Self {
-        let storage = try Storage<String, Data>(transformer: .data) { configuration in
+        let storage = try Larder.Storage<String, Data>(transformer: .data) { configuration in
             configuration.directory = directory
             configure(&configuration)
         }
@@ -164,7 +164,7 @@ extension Application.Caches.Provider {
 
 /// Closes a ``LarderCache``'s storage when the application shuts down.
 struct LarderCacheLifecycle: LifecycleHandler {
-    let storage: Storage<String, Data>
+    let storage: Larder.Storage<String, Data>
 
     func shutdown(_ application: Application) {
         storage.close()

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import Larder
+import Logging
 import LarderHummingbird
 import LarderTestSupport
 import ServiceLifecycle
@@ -85,7 +86,7 @@ struct LarderPersistDriverTests {
     @Test func setThenGetAndSetTwice() async throws {
         let persist = try makeDriver()
         let app = Application(router: makeRouter(persist), services: [persist])
-        try await app.test(.router) { client in
+        try await app.test(.router) { client async throws in
             #expect(try await put(client, "/persist/a", "first") == .ok)
             #expect(try await get(client, "/persist/a") == "first")
             #expect(try await put(client, "/persist/a", "second") == .ok)
@@ -97,7 +98,7 @@ struct LarderPersistDriverTests {
     @Test func createThenGetAndASecondCreateIsAConflict() async throws {
         let persist = try makeDriver()
         let app = Application(router: makeRouter(persist), services: [persist])
-        try await app.test(.router) { client in
+        try await app.test(.router) { client async throws in
             #expect(try await put(client, "/create/a", "Persist") == .ok)
             #expect(try await get(client, "/persist/a") == "Persist")
             #expect(try await put(client, "/create/a", "Again") == .conflict)
@@ -108,7 +109,7 @@ struct LarderPersistDriverTests {
     @Test func expiredValuesAreGoneAndLiveOnesStay() async throws {
         let persist = try makeDriver()
         let app = Application(router: makeRouter(persist), services: [persist])
-        try await app.test(.router) { client in
+        try await app.test(.router) { client async throws in
             #expect(try await put(client, "/persist/short/1", "ThisIsTest1") == .ok)
             #expect(try await put(client, "/persist/long/10", "ThisIsTest2") == .ok)
             clock.advance(by: 1)
@@ -127,7 +128,7 @@ struct LarderPersistDriverTests {
     @Test func ttlIsReportedAndANilExpiryKeepsIt() async throws {
         let persist = try makeDriver()
         let app = Application(router: makeRouter(persist), services: [persist])
-        try await app.test(.router) { client in
+        try await app.test(.router) { client async throws in
             #expect(try await put(client, "/persist/t/10", "v1") == .ok)
             #expect(try await get(client, "/persist/t/ttl") == "10")
             // When 4 s pass and the value is set with no expiry, Then it keeps its 6 s left.
@@ -165,7 +166,7 @@ struct LarderPersistDriverTests {
             }
         }
         let app = Application(router: router, services: [persist])
-        try await app.test(.router) { client in
+        try await app.test(.router) { client async throws in
             #expect(try await put(client, "/codable/s", "ada") == .ok)
             #expect(try await get(client, "/codable/s") == "ada")
             try await client.execute(uri: "/invalid/s", method: .get) { #expect($0.status == .badRequest) }
@@ -178,11 +179,11 @@ struct LarderPersistDriverTests {
     @Test func removeDeletesTheValue() async throws {
         let persist = try makeDriver()
         let app = Application(router: makeRouter(persist), services: [persist])
-        try await app.test(.router) { client in
+        try await app.test(.router) { client async throws in
             #expect(try await put(client, "/persist/r", "ThisIsTest1") == .ok)
             try await client.execute(uri: "/persist/r", method: .delete) { #expect($0.status == .noContent) }
             #expect(try await get(client, "/persist/r") == nil)
-            #expect(try persist.storage.value(forKey: "r", tiers: .disk) == nil)
+            #expect(try await persist.storage.value(forKey: "r", tiers: .disk) == nil)
         }
     }
 
@@ -248,17 +249,17 @@ struct LarderPersistDriverTests {
     @Test func gracefulShutdownClosesTheStoreAndARestartKeepsTheValues() async throws {
         let persist = try makeDriver()
         let app = Application(router: makeRouter(persist), services: [persist])
-        try await app.test(.router) { client in
+        try await app.test(.router) { client async throws in
             #expect(try await put(client, "/persist/kept", "on disk") == .ok)
             #expect(try await put(client, "/persist/timed/60", "lived") == .ok)
         }
         // Given the application stopped, Then the service closed the storage.
-        await #expect(throws: StorageError.self) { try await persist.get(key: "kept", as: String.self) }
+        await #expect(throws: StorageError.self) { try await persist.storage.value(forKey: "kept", tiers: .disk) }
         // When a new application opens the same directory, Then the values and TTLs are there.
         clock.advance(by: 30)
         let reopened = try makeDriver()
         let again = Application(router: makeRouter(reopened), services: [reopened])
-        try await again.test(.router) { client in
+        try await again.test(.router) { client async throws in
             #expect(try await get(client, "/persist/kept") == "on disk")
             #expect(try await get(client, "/persist/timed/ttl") == "30")
             clock.advance(by: 30)
@@ -277,14 +278,14 @@ struct LarderPersistDriverTests {
             tasks.addTask { try await group.run() }
             // When the sweeper runs, Then the expired row leaves the disk index.
             let deadline = ContinuousClock.now + .seconds(60)
-            while try persist.storage.keys(withPrefix: "", tiers: .disk).contains("old"), ContinuousClock.now < deadline {
+            while try await persist.storage.keys(withPrefix: "", tiers: .disk).contains("old"), ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(10))
             }
-            #expect(try persist.storage.keys(withPrefix: "", tiers: .disk) == ["kept"])
+            #expect(try await persist.storage.keys(withPrefix: "", tiers: .disk) == ["kept"])
             await group.triggerGracefulShutdown()
             try await tasks.waitForAll()
         }
-        await #expect(throws: StorageError.self) { try await persist.get(key: "kept", as: String.self) }
+        await #expect(throws: StorageError.self) { try await persist.storage.value(forKey: "kept", tiers: .disk) }
     }
 
     @Test func aMemoryOnlyDriverWorksWithoutADirectory() async throws {

@@ -29,15 +29,15 @@ struct LarderCacheTests {
         directory = try TemporaryDirectory("larder-vapor")
     }
 
-    func makeStorage() throws -> Storage<String, Data> {
-        try Storage<String, Data>(transformer: .data) { configuration in
+    func makeStorage() throws -> Larder.Storage<String, Data> {
+        try Larder.Storage<String, Data>(transformer: .data) { configuration in
             configuration.directory = directory.url
             configuration.now = clock.now
         }
     }
 
     /// Larder as the app's cache, with routes that read and write through `req.cache`.
-    func configure(_ app: Application, storage: Storage<String, Data>) {
+    func configure(_ app: Application, storage: Larder.Storage<String, Data>) {
         app.caches.use(.larder(storage))
         app.get("cache", ":key") { req async throws -> Response in
             let key = try req.parameters.require("key")
@@ -57,10 +57,10 @@ struct LarderCacheTests {
     }
 
     func withLarderApp<T>(
-        storage: Storage<String, Data>? = nil, _ test: (Application, Storage<String, Data>) async throws -> T
+        storage: Larder.Storage<String, Data>? = nil, _ test: (Application, Larder.Storage<String, Data>) async throws -> T
     ) async throws -> T {
         let storage = try storage ?? makeStorage()
-        return try await withApp(configure: { configure($0, storage: storage) }) { app in
+        return try await withApp(configure: { configure($0, storage: storage) }) { app async throws in
             try await test(app, storage)
         }
     }
@@ -80,11 +80,11 @@ struct LarderCacheTests {
                 #expect(res.status == .ok)
                 #expect(res.body.string == "hello")
             }
-            #expect(try storage.value(forKey: "greeting", tiers: .disk) == Data("\"hello\"".utf8))
+            #expect(try await storage.value(forKey: "greeting", tiers: .disk) == Data("\"hello\"".utf8))
             // When a route deletes, Then it is a miss again everywhere.
             try await tester.test(.DELETE, "cache/greeting") { res async in #expect(res.status == .noContent) }
             try await tester.test(.GET, "cache/greeting") { res async in #expect(res.status == .notFound) }
-            #expect(try storage.value(forKey: "greeting", tiers: .disk) == nil)
+            #expect(try await storage.value(forKey: "greeting", tiers: .disk) == nil)
         }
     }
 
@@ -124,7 +124,7 @@ struct LarderCacheTests {
         try await withLarderApp { app, storage in
             let start = clock.now()
             try await app.cache.set("k", to: 1, expiresIn: expiration)
-            let entry = try #require(try storage.entry(forKey: "k", tiers: .disk))
+            let entry = try #require(try await storage.entry(forKey: "k", tiers: .disk))
             #expect(entry.expirationDate == start.addingTimeInterval(seconds))
         }
     }
@@ -141,7 +141,7 @@ struct LarderCacheTests {
 
     @Test func futureAndAsyncFormsAgree() async throws {
         try await withLarderApp { app, _ in
-            let cache = app.cache
+            let cache = try #require(app.cache as? LarderCache)
             #expect(try await cache.get("foo", as: String.self) == nil)
             try await cache.set("foo", to: "bar").get()
             #expect(try await cache.get("foo", as: String.self).get() == "bar")
@@ -162,8 +162,8 @@ struct LarderCacheTests {
             try await app.cache.set("k", to: "v")
             try await app.cache.set("k", to: String?.none)
             #expect(try await app.cache.get("k", as: String.self) == nil)
-            #expect(try storage.value(forKey: "k", tiers: .disk) == nil)
-            #expect(try storage.value(forKey: "k", tiers: .memory) == nil)
+            #expect(try await storage.value(forKey: "k", tiers: .disk) == nil)
+            #expect(try await storage.value(forKey: "k", tiers: .memory) == nil)
             // The future form too, with an expiration given.
             try await app.cache.set("k", to: "v").get()
             try await app.cache.set("k", to: Int?.none, expiresIn: .seconds(5)).get()
@@ -232,7 +232,7 @@ struct LarderCacheTests {
         clock.advance(by: 30)
         try await withApp(configure: { app in
             try app.caches.use(.larder(directory: directory.url) { $0.now = clock.now })
-        }) { app in
+        }) { app async throws in
             #expect(try await app.cache.get("kept", as: String.self) == "on disk")
             #expect(try await app.cache.get("short", as: String.self) == "lived")
             clock.advance(by: 30)
@@ -242,7 +242,7 @@ struct LarderCacheTests {
 
     @Test func manyConcurrentRequestsSeeTheirOwnWrites() async throws {
         try await withLarderApp { app, _ in
-            let cache = app.cache
+            let cache = try #require(app.cache as? LarderCache)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for task in 0..<16 {
                     group.addTask {
