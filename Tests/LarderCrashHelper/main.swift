@@ -17,6 +17,12 @@
 //       again. Prints "check <name> ok|FAIL <detail>" lines and "error <description>" lines
 //       for the parent to assert on; exits 0 when it ran to the end.
 //
+//   LarderCrashHelper atomic <directory> <insert|take> <name> <keys>
+//       Races other processes on one directory: waits until the file `go` appears in it, then
+//       for each of `keys` keys ("k0", "k1", …) inserts its `name` if absent (printing
+//       "won <key>" when it did) or takes the value (printing "took <key> <value>"), and prints
+//       "done" at the end.
+//
 //   LarderCrashHelper spawn <mode> <arguments…>
 //       An intermediate parent for the orphan tests: starts the helper again with the given
 //       mode and arguments, prints "child <pid>", and waits until it is killed.
@@ -47,6 +53,7 @@ switch arguments[1] {
 case "write": runWriter()
 case "full-disk": runFullDisk()
 case "spawn": runSpawn()
+case "atomic": runAtomic()
 default: fail("unknown mode \(arguments[1])", code: 64)
 }
 
@@ -65,6 +72,45 @@ func watchParent() {
             if orphaned() { _exit(75) }
         }
     }
+}
+
+// MARK: - atomic
+
+func runAtomic() {
+    guard arguments.count >= 6, let keyCount = Int(arguments[5]) else {
+        fail("atomic needs <directory> <insert|take> <name> <keys>", code: 64)
+    }
+    let directory = URL(fileURLWithPath: arguments[2])
+    let operation = arguments[3]
+    let name = arguments[4]
+    let store: DiskStore
+    do {
+        store = try DiskStore(directory: directory)
+    } catch {
+        fail("cannot open store: \(error)", code: 70)
+    }
+    let go = directory.appendingPathComponent("go").path
+    while !FileManager.default.fileExists(atPath: go) { usleep(1_000) }
+    var lines: [String] = []
+    do {
+        for index in 0..<keyCount {
+            let key = "k\(index)"
+            switch operation {
+            case "insert":
+                if try store.insertValue(Data(name.utf8), forKey: key) { lines.append("won \(key)") }
+            case "take":
+                if let data = try store.takeValue(forKey: key) {
+                    lines.append("took \(key) \(String(decoding: data, as: UTF8.self))")
+                }
+            default:
+                fail("unknown atomic operation \(operation)", code: 64)
+            }
+        }
+    } catch {
+        fail("atomic \(operation) failed: \(error)", code: 70)
+    }
+    store.close()
+    FileHandle.standardOutput.write(Data((lines + ["done"]).map { $0 + "\n" }.joined().utf8))
 }
 
 // MARK: - spawn

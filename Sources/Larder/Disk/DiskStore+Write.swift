@@ -24,6 +24,15 @@ extension DiskStore {
     public func setValue(
         _ data: Data, forKey key: String, expiry: Expiry? = nil, metadata: Data? = nil, isCompressible: Bool = true
     ) throws {
+        _ = try write(data, forKey: key, expiry: expiry, metadata: metadata, isCompressible: isCompressible,
+                      onlyIfAbsent: false)
+    }
+
+    /// A write; with `onlyIfAbsent`, one that stores nothing (and returns `false`) when a live
+    /// entry exists for `key`, decided inside the write transaction.
+    func write(
+        _ data: Data, forKey key: String, expiry: Expiry?, metadata: Data?, isCompressible: Bool, onlyIfAbsent: Bool
+    ) throws -> Bool {
         let expiry = expiry ?? configuration.defaultExpiry
         guard expiry.isValid else { throw StorageError.invalidInput("expiry \(expiry) is not a finite time") }
         if let metadata, metadata.count > Self.metadataLimit {
@@ -31,8 +40,9 @@ extension DiskStore {
         }
 
         if configuration.countLimit == 0 || configuration.sizeLimit == 0 {
+            if onlyIfAbsent, try containsValue(forKey: key) { return false }
             try acceptAndEvict(key: key)
-            return
+            return true
         }
 
         // Work that needs no lock: encode, checksum, hash, write the blob.
@@ -63,10 +73,14 @@ extension DiskStore {
             expires: expiry.expirationDate(from: now)?.milliseconds,
             inlineData: inline ? stored : nil, metadata: metadata)
 
-        let obsolete: [String]
+        let obsolete: [String]?
         do {
             obsolete = try withLiveIndex { state, index in
-                let obsolete = try index.connection.transaction {
+                let obsolete: [String]? = try index.connection.transaction {
+                    if onlyIfAbsent, case let expires? = try index.reads.expiry(forKey: key),
+                       expires.map({ $0 > nowMilliseconds }) ?? true {
+                        return nil
+                    }
                     // Reads logged before this write rank before it.
                     let sequence = try flushAccesses(index: index, reserving: 1)
                     var obsolete: [String] = []
@@ -76,6 +90,7 @@ extension DiskStore {
                         &state, index: index, configuration: configuration, now: nowMilliseconds, keeping: key)
                     return obsolete
                 }
+                guard obsolete != nil else { return nil }
                 state.statistics.writes += 1
                 Self.checkpointIfDue(&state, index: index)
                 return obsolete
@@ -84,7 +99,12 @@ extension DiskStore {
             if let file { files.remove(name: file) }
             throw error
         }
+        guard let obsolete else {
+            if let file { files.remove(name: file) }
+            return false
+        }
         for name in obsolete { files.remove(name: name) }
+        return true
     }
 
     /// A write to a store whose ``Configuration/countLimit`` or ``Configuration/sizeLimit`` is 0:

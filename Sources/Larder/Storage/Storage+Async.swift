@@ -28,35 +28,49 @@ extension Storage where Value: Sendable {
         }
         let tiers = tiers ?? configuration.defaultTiers
         let write = try prepareWrite(value, expiry: expiry, tiers: tiers)
-        try await turns.withTurn(key) {
-            for position in self.tiers.indices.reversed() {
-                let tier = self.tiers[position]
-                do {
-                    if tiers.contains(tier.tierID), let encoded = write.encoded {
-                        try await setBytes(
-                            TierEntry(data: encoded), expiry: expiry, isCompressible: write.isCompressible,
-                            forKey: key.cacheKey, in: tier)
-                        emit(.written, key.cacheKey, tier.tierID)
-                    } else if try await removeBytes(forKey: key.cacheKey, from: tier) {
-                        emit(.removed, key.cacheKey, tier.tierID)
-                    }
-                } catch {
-                    counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
-                    for faster in self.tiers[..<position] {
-                        _ = try? await removeBytes(forKey: key.cacheKey, from: faster)
-                    }
-                    memory.removeValue(forKey: key)
-                    throw error
-                }
-            }
-            if let cost = write.cost {
-                memory.setValue(value, forKey: key, cost: cost, expiry: expiry)
-                emit(.written, key.cacheKey, .memory)
-            } else if memory.removeValue(forKey: key) {
-                emit(.removed, key.cacheKey, .memory)
-            }
+        try await turns.withTurn(key) { () async throws in
+            try await applyWrite(write, value, forKey: key, expiry: expiry, tiers: tiers)
         }
         counters.writes.add(1, ordering: .relaxed)
+    }
+
+    /// The tier writes of a prepared write through every tier, local or not, holding the key's
+    /// turn; see ``applyWrite(_:_:forKey:expiry:tiers:skipping:)-(_,_,_,_,_,_)``.
+    func applyWrite(
+        _ write: PreparedWrite, _ value: Value, forKey key: Key, expiry: Expiry?, tiers: StorageTiers,
+        skipping skipped: Int? = nil
+    ) async throws {
+        for position in self.tiers.indices.reversed() where position != skipped {
+            let tier = self.tiers[position]
+            do {
+                if tiers.contains(tier.tierID), let encoded = write.encoded {
+                    try await setBytes(
+                        TierEntry(data: encoded), expiry: expiry, isCompressible: write.isCompressible,
+                        forKey: key.cacheKey, in: tier)
+                    emit(.written, key.cacheKey, tier.tierID)
+                } else if try await removeBytes(forKey: key.cacheKey, from: tier) {
+                    emit(.removed, key.cacheKey, tier.tierID)
+                }
+            } catch {
+                counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
+                await removeFromTiers(fasterThan: position, key: key)
+                throw error
+            }
+        }
+        if let cost = write.cost {
+            memory.setValue(value, forKey: key, cost: cost, expiry: expiry)
+            emit(.written, key.cacheKey, .memory)
+        } else if memory.removeValue(forKey: key) {
+            emit(.removed, key.cacheKey, .memory)
+        }
+    }
+
+    /// Best effort after a failed write: no tier faster than `position` may keep a value.
+    func removeFromTiers(fasterThan position: Int, key: Key) async {
+        for faster in self.tiers[..<position] {
+            _ = try? await removeBytes(forKey: key.cacheKey, from: faster)
+        }
+        memory.removeValue(forKey: key)
     }
 
     /// Removes the value for `key` from `tiers`, slowest first.
@@ -190,12 +204,12 @@ extension Storage where Value: Sendable {
     // Each tier operation runs a local tier's synchronous method on the I/O queue and awaits any
     // other tier's directly.
 
-    private func bytes(forKey key: String, in tier: any CacheTier) async throws -> TierEntry? {
+    func bytes(forKey key: String, in tier: any CacheTier) async throws -> TierEntry? {
         if let local = tier as? any LocalCacheTier { return try await offload { try local.entry(forKey: key) } }
         return try await tier.entry(forKey: key)
     }
 
-    private func setBytes(
+    func setBytes(
         _ entry: TierEntry, expiry: Expiry?, isCompressible: Bool, forKey key: String, in tier: any CacheTier
     ) async throws {
         if let local = tier as? any LocalCacheTier {
@@ -209,18 +223,18 @@ extension Storage where Value: Sendable {
     }
 
     @discardableResult
-    private func removeBytes(forKey key: String, from tier: any CacheTier) async throws -> Bool {
+    func removeBytes(forKey key: String, from tier: any CacheTier) async throws -> Bool {
         if let local = tier as? any LocalCacheTier { return try await offload { try local.removeValue(forKey: key) } }
         return try await tier.removeValue(forKey: key)
     }
 
-    private func containsBytes(forKey key: String, in tier: any CacheTier) async throws -> Bool {
+    func containsBytes(forKey key: String, in tier: any CacheTier) async throws -> Bool {
         if let local = tier as? any LocalCacheTier { return try await offload { try local.containsValue(forKey: key) } }
         return try await tier.containsValue(forKey: key)
     }
 
     /// Runs the synchronous path on the I/O queue unless the call touches memory alone.
-    private func offloadIfTiers<T: Sendable>(
+    func offloadIfTiers<T: Sendable>(
         _ tiers: StorageTiers?, _ work: @escaping @Sendable () throws -> T
     ) async throws -> T {
         let tiers = tiers ?? configuration.defaultTiers

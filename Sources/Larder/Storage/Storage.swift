@@ -276,32 +276,40 @@ public final class Storage<Key: CacheKey, Value> {
     @usableFromInline
     func setValueThroughTiers(_ value: Value, forKey key: Key, expiry: Expiry?, tiers: StorageTiers) throws {
         let write = try prepareWrite(value, expiry: expiry, tiers: tiers)
-        try turns.withTurn(key) {
-            let cacheKey = key.cacheKey
-            for position in localTiers.indices.reversed() {
-                let tier = localTiers[position]
-                do {
-                    if tiers.contains(tier.tierID), let encoded = write.encoded {
-                        try tier.setValue(encoded, forKey: cacheKey, expiry: expiry, metadata: nil,
-                                          isCompressible: write.isCompressible)
-                        emit(.written, cacheKey, tier.tierID)
-                    } else if try tier.removeValue(forKey: cacheKey) {
-                        emit(.removed, cacheKey, tier.tierID)
-                    }
-                } catch {
-                    counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
-                    removeFromTiers(fasterThan: position, key: key)
-                    throw error
+        try turns.withTurn(key) { try applyWrite(write, value, forKey: key, expiry: expiry, tiers: tiers) }
+        counters.writes.add(1, ordering: .relaxed)
+    }
+
+    /// The tier writes of a prepared write, holding the key's turn: each local tier slowest
+    /// first (the named ones get the value, the others lose theirs), then memory. `skipped` is
+    /// a tier already written (by an insert-if-absent).
+    func applyWrite(
+        _ write: PreparedWrite, _ value: Value, forKey key: Key, expiry: Expiry?, tiers: StorageTiers,
+        skipping skipped: Int? = nil
+    ) throws {
+        let cacheKey = key.cacheKey
+        for position in localTiers.indices.reversed() where position != skipped {
+            let tier = localTiers[position]
+            do {
+                if tiers.contains(tier.tierID), let encoded = write.encoded {
+                    try tier.setValue(encoded, forKey: cacheKey, expiry: expiry, metadata: nil,
+                                      isCompressible: write.isCompressible)
+                    emit(.written, cacheKey, tier.tierID)
+                } else if try tier.removeValue(forKey: cacheKey) {
+                    emit(.removed, cacheKey, tier.tierID)
                 }
-            }
-            if let cost = write.cost {
-                memory.setValue(value, forKey: key, cost: cost, expiry: expiry)
-                emit(.written, cacheKey, .memory)
-            } else if memory.removeValue(forKey: key) {
-                emit(.removed, cacheKey, .memory)
+            } catch {
+                counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
+                removeFromTiers(fasterThan: position, key: key)
+                throw error
             }
         }
-        counters.writes.add(1, ordering: .relaxed)
+        if let cost = write.cost {
+            memory.setValue(value, forKey: key, cost: cost, expiry: expiry)
+            emit(.written, cacheKey, .memory)
+        } else if memory.removeValue(forKey: key) {
+            emit(.removed, cacheKey, .memory)
+        }
     }
 
     /// What a write needs before it takes the key's turn: caller code (transformer, cost
@@ -331,7 +339,7 @@ public final class Storage<Key: CacheKey, Value> {
     }
 
     /// Best effort after a failed write: no tier faster than `position` may keep a value.
-    private func removeFromTiers(fasterThan position: Int, key: Key) {
+    func removeFromTiers(fasterThan position: Int, key: Key) {
         for tier in localTiers[..<position] {
             _ = try? tier.removeValue(forKey: key.cacheKey)
         }

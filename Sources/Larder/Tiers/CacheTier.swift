@@ -59,6 +59,21 @@ public protocol CacheTier: AnyObject, Sendable {
     /// Counters and totals of the tier.
     var tierStatistics: TierStatistics { get }
 
+    /// Stores `data` for `key` only when the tier holds no live value for it, and returns
+    /// whether it did. A tier that can decide and write in one step (as the disk tier does, in
+    /// one transaction) implements it so; the default checks, then writes, and is atomic only
+    /// as far as `Storage`'s per-key turns make it.
+    func insertValue(_ data: Data, forKey key: String, expiry: Expiry?, metadata: Data?, isCompressible: Bool) async throws -> Bool
+
+    /// Removes the value for `key` and returns it (`nil` when there was no live value). The
+    /// default reads, then removes.
+    func takeEntry(forKey key: String) async throws -> TierEntry?
+
+    /// Changes when the live value for `key` expires without rewriting it, and returns whether
+    /// there was one. The default reads, then writes the same bytes with the new expiry.
+    @discardableResult
+    func setExpiry(_ expiry: Expiry, forKey key: String) async throws -> Bool
+
     /// Releases the tier's resources; later calls throw ``StorageError/Code/closed``.
     func close() async
 }

@@ -21,6 +21,13 @@ public protocol LocalCacheTier: CacheTier {
     /// Removes expired values; returns how many.
     @discardableResult
     func removeExpired() throws -> Int
+    /// Insert-if-absent; see ``CacheTier/insertValue(_:forKey:expiry:metadata:isCompressible:)``.
+    func insertValue(_ data: Data, forKey key: String, expiry: Expiry?, metadata: Data?, isCompressible: Bool) throws -> Bool
+    /// Remove-and-return; see ``CacheTier/takeEntry(forKey:)``.
+    func takeEntry(forKey key: String) throws -> TierEntry?
+    /// Expiry-only update; see ``CacheTier/setExpiry(_:forKey:)``.
+    @discardableResult
+    func setExpiry(_ expiry: Expiry, forKey key: String) throws -> Bool
     /// Releases the tier's resources.
     func close()
 }
