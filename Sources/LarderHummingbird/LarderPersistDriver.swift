@@ -79,7 +79,8 @@ public final class LarderPersistDriver: PersistDriver {
 
     // MARK: - PersistDriver
 
-    /// Stores `value` for `key` unless a live value exists.
+    /// Stores `value` for `key` unless a live value exists; a `nil` `expires` means the
+    /// storage's default expiry (none unless configured).
     ///
     /// - Throws: `PersistError.duplicate` when `key` holds a live value, decided atomically
     ///   across tasks and across processes sharing the directory.
@@ -91,19 +92,19 @@ public final class LarderPersistDriver: PersistDriver {
     }
 
     /// Stores `value` for `key`; a `nil` `expires` keeps the expiration of the value it
-    /// replaces (none for a new key).
+    /// replaces (for a new key: the storage's default expiry, which is none unless configured).
     ///
     /// - Important: The existing expiration is read, then the new value written: a `set` with
     ///   an expiry that lands between the two loses its expiration to this one.
     public func set<Object: Codable & Sendable>(key: String, value: Object, expires: Duration?) async throws {
         let data = try Self.encode(value, key: key)
-        let expiry: Expiry
+        let expiry: Expiry?
         if let expires {
             expiry = Self.expiry(expires)
-        } else if let existing = try await storage.entry(forKey: key), let date = existing.expirationDate {
-            expiry = .date(date)
+        } else if let existing = try await storage.entry(forKey: key) {
+            expiry = existing.expirationDate.map { .date($0) } ?? .never
         } else {
-            expiry = .never
+            expiry = nil  // a new key: the storage's default expiry (never, unless configured)
         }
         try await storage.setValue(data, forKey: key, expiry: expiry)
     }
