@@ -17,16 +17,26 @@ let package = Package(
         .executable(name: "larder", targets: ["larder"]),
         // Trait `Memcached`: the remote tier (swift-nio is fetched only when the trait is on).
         .library(name: "LarderMemcached", targets: ["LarderMemcached"]),
+        // Server adapters: build only with their trait on (`--traits Vapor`, `--traits Hummingbird`).
+        .library(name: "LarderVapor", targets: ["LarderVapor"]),
+        .library(name: "LarderHummingbird", targets: ["LarderHummingbird"]),
     ],
     traits: [
         .trait(name: "Memcached", description: "LarderMemcached: a remote tier on memcached (needs swift-nio)."),
+        .trait(name: "Vapor", description: "LarderVapor: Larder as Vapor's Cache (fetches Vapor)."),
+        .trait(name: "Hummingbird", description: "LarderHummingbird: Larder as Hummingbird's PersistDriver (fetches Hummingbird)."),
         .default(enabledTraits: []),
     ],
     dependencies: [
         // Used by the `larder` tool only; the library targets have no package dependencies.
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
-        // Trait `Memcached` only.
+        // Each used only under a trait: swift-nio (Memcached, and the server adapters), the
+        // server frameworks (Vapor, Hummingbird).
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/vapor/vapor", from: "4.122.3"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         .systemLibrary(
@@ -65,6 +75,50 @@ let package = Package(
                 "LarderImage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
+            swiftSettings: strictSettings
+        ),
+        // Server adapters and their example apps: sources are `#if Vapor` / `#if Hummingbird`, so
+        // without the trait they compile to nothing and the framework is never resolved.
+        .target(
+            name: "LarderVapor",
+            dependencies: [
+                "Larder",
+                .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"])),
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Vapor"])),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "LarderHummingbird",
+            dependencies: [
+                "Larder",
+                .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
+                .product(
+                    name: "ServiceLifecycle", package: "swift-service-lifecycle",
+                    condition: .when(traits: ["Hummingbird"])
+                ),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "LarderVaporExample",
+            dependencies: [
+                "LarderVapor",
+                "Larder",
+                .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"])),
+            ],
+            path: "Examples/VaporJSONCache",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "LarderHummingbirdExample",
+            dependencies: [
+                "LarderHummingbird",
+                "LarderImage",
+                "Larder",
+                .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
+            ],
+            path: "Examples/HummingbirdImages",
             swiftSettings: strictSettings
         ),
         // Test-only code shared by the test target and the crash helper (not a product).
@@ -126,6 +180,45 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Memcached"])),
                 .product(name: "NIOEmbedded", package: "swift-nio", condition: .when(traits: ["Memcached"])),
             ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "LarderVaporTests",
+            dependencies: [
+                "LarderVapor",
+                "Larder",
+                "LarderTestSupport",
+                .product(name: "VaporTesting", package: "vapor", condition: .when(traits: ["Vapor"])),
+                .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"])),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "LarderHummingbirdTests",
+            dependencies: [
+                "LarderHummingbird",
+                "Larder",
+                "LarderTestSupport",
+                "LarderHummingbirdHelper",
+                .product(name: "HummingbirdTesting", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
+                .product(name: "Logging", package: "swift-log", condition: .when(traits: ["Hummingbird"])),
+                .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
+                .product(
+                    name: "ServiceLifecycle", package: "swift-service-lifecycle",
+                    condition: .when(traits: ["Hummingbird"])
+                ),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // The child process of the cross-process `create` race (not a product).
+        .executableTarget(
+            name: "LarderHummingbirdHelper",
+            dependencies: [
+                "LarderHummingbird",
+                "Larder",
+                .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
+            ],
+            path: "Tests/LarderHummingbirdHelper",
             swiftSettings: strictSettings
         ),
         // Runs the built `larder` executable as a user would.

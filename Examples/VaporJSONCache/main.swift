@@ -1,0 +1,47 @@
+// A Vapor app that caches an upstream JSON API response in Larder (memory + disk).
+//
+//   swift run --traits Vapor LarderVaporExample serve --port 8080
+//   curl localhost:8080/forecast        # first call fetches upstream, later ones are cached 60 s
+//
+// UPSTREAM_URL sets the upstream; CACHE_DIRECTORY the cache folder; CACHE=memory switches to
+// Vapor's own MemoryCache (for comparison).
+#if Vapor
+import Foundation
+import Larder
+import LarderVapor
+import Vapor
+
+let upstream = Environment.get("UPSTREAM_URL")
+    ?? "https://api.open-meteo.com/v1/forecast?latitude=52.52&longitude=13.41&current=temperature_2m"
+let directory = URL(fileURLWithPath: Environment.get("CACHE_DIRECTORY") ?? "Caches/vapor-example")
+
+let app = try await Application.make(try Environment.detect())
+if Environment.get("CACHE") == "memory" {
+    app.caches.use(.memory)
+} else {
+    try app.caches.use(.larder(directory: directory) { configuration in
+        configuration.memory.costLimit = 64 << 20  // bytes of JSON kept decoded in memory
+        configuration.disk.sizeLimit = 512 << 20   // bytes on disk; survives restarts
+    })
+}
+
+app.get("forecast") { req async throws -> Response in
+    let json: String
+    if let cached = try await req.cache.get("forecast", as: String.self) {
+        json = cached
+    } else {
+        let response = try await req.client.get(URI(string: upstream))
+        guard response.status == .ok, let body = response.body else { throw Abort(.badGateway) }
+        json = String(buffer: body)
+        try await req.cache.set("forecast", to: json, expiresIn: .seconds(60))
+    }
+    return Response(status: .ok, headers: ["Content-Type": "application/json"], body: .init(string: json))
+}
+
+do {
+    try await app.execute()
+} catch {
+    app.logger.report(error: error)
+}
+try await app.asyncShutdown()
+#endif
