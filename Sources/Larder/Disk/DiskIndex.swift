@@ -142,12 +142,14 @@ final class DiskIndex {
             ON CONFLICT (entry) DO UPDATE SET seq = excluded.seq, accessed = excluded.accessed
             """)
         // A plain update by row id (no upsert: that would need a statement journal): a read
-        // recorded for a row deleted since changes nothing, and `max` keeps a row id reused by a
-        // newer entry from moving back.
+        // recorded for a row deleted since changes nothing. The numbers a flush hands out are
+        // above every number in the table (they continue from the high-water mark), so `seq` is
+        // assigned as is; `max` keeps `accessed` from moving back when a row id was reused by a
+        // newer entry.
         selectSequence = try connection.statement("SELECT seq FROM totals WHERE id = 0")
         updateSequence = try connection.statement("UPDATE totals SET seq = ? WHERE id = 0")
         touchAccess = try connection.statement(
-            "UPDATE access SET seq = max(seq, ?2), accessed = max(accessed, ?3) WHERE entry = ?1")
+            "UPDATE access SET seq = ?2, accessed = max(accessed, ?3) WHERE entry = ?1")
         deleteKey = try connection.statement("DELETE FROM entries WHERE key = ? RETURNING file")
         deleteRowID = try connection.statement("DELETE FROM entries WHERE rowid = ? RETURNING file")
         deleteIfUnchanged = try connection.statement(

@@ -17,12 +17,28 @@ final class PooledReader: @unchecked Sendable {
 
 // The read-connection pool, and the log of reads that decides least-recently-used order.
 extension DiskStore {
+    /// What a read records as its reader goes back into the pool.
+    enum ReadRecord {
+        /// Nothing (not a value read, or one whose outcome is decided later).
+        case none
+        case miss
+        /// A hit, logged for least-recently-used order.
+        case hit(DiskIndex.Access)
+    }
+
     /// Runs `body` with a pooled read connection, outside the writer's lock.
     ///
     /// When SQLite finds the index corrupt, the index is reset as ``withIndex(_:)`` does (once,
     /// whichever connection found it: the pool generation tells whether another thread already
     /// did) and `body` runs once more on a fresh connection.
     func withReader<T>(_ body: (DiskIndexReader) throws -> T) throws -> T {
+        try withRecordingReader { reader in (try body(reader), ReadRecord.none) }
+    }
+
+    /// ``withReader(_:)`` for a value read: `body` also returns the hit or miss to record, which
+    /// is logged in the same lock hold that puts the reader back (one lock, taken twice per
+    /// read). When the log is due, it is ranked into the index after the reader is back.
+    func withRecordingReader<T>(_ body: (DiskIndexReader) throws -> (T, ReadRecord)) throws -> T {
         var attempt = 0
         while true {
             let (idle, generation, isClosed) = readers.withLock { pool in
@@ -32,8 +48,16 @@ extension DiskStore {
             do {
                 let pooled = try idle ?? PooledReader(
                     reader: DiskIndexReader(path: indexPath, busyTimeout: configuration.busyTimeout), generation: generation)
-                defer { checkIn(pooled) }
-                return try body(pooled.reader)
+                let result: T
+                let record: ReadRecord
+                do {
+                    (result, record) = try body(pooled.reader)
+                } catch {
+                    _ = checkIn(pooled, record: .none)
+                    throw error
+                }
+                if let due = checkIn(pooled, record: record) { flushLoggedReads(due) }
+                return result
             } catch let error as StorageError where error.isDatabaseCorruption && attempt == 0 {
                 attempt += 1
                 try state.withLock { state in
@@ -44,15 +68,30 @@ extension DiskStore {
         }
     }
 
-    private func checkIn(_ pooled: PooledReader) {
-        let kept = readers.withLock { pool in
-            guard !pool.isClosed, pool.generation == pooled.generation, pool.idle.count < Self.idleReaderLimit else {
-                return false
+    /// Puts `pooled` back (unless the pool moved on or is full) and records `record`; returns
+    /// the logged reads when they are due to be ranked (the log is full or old enough).
+    private func checkIn(_ pooled: PooledReader, record: ReadRecord) -> [DiskIndex.Access]? {
+        readers.withLock { pool in
+            if !pool.isClosed, pool.generation == pooled.generation, pool.idle.count < Self.idleReaderLimit {
+                pool.idle.append(pooled)
+            } // A reader not kept closes when the caller releases it, outside the lock.
+            switch record {
+            case .none:
+                return nil
+            case .miss:
+                pool.log.misses += 1
+                return nil
+            case .hit(let access):
+                pool.log.hits += 1
+                pool.log.pending.append(access)
+                let oldest = pool.log.oldestPending ?? access.time
+                pool.log.oldestPending = oldest
+                guard pool.log.pending.count >= Self.accessFlushCount || access.time - oldest >= Self.accessFlushDelay else {
+                    return nil
+                }
+                return pool.log.takePending()
             }
-            pool.idle.append(pooled)
-            return true
         }
-        _ = kept // A reader not kept closes when released, outside the lock.
     }
 
     /// Empties the pool and makes every checked-out reader close on its return (after a reset
@@ -71,25 +110,12 @@ extension DiskStore {
     // MARK: - Recording reads
 
     func countMiss() {
-        reads.withLock { $0.misses += 1 }
+        readers.withLock { $0.log.misses += 1 }
     }
 
-    /// Counts a hit and logs the read for least-recently-used order; ranks the log into the
-    /// index when it is full or old enough. Best effort: when another process holds the write
-    /// lock, the reads wait for the next flush.
-    func recordHit(rowID: Int64, now: Int64) {
-        let due: [DiskIndex.Access]? = reads.withLock { log in
-            log.hits += 1
-            log.pending.append(DiskIndex.Access(rowID: rowID, time: now))
-            let oldest = log.oldestPending ?? now
-            log.oldestPending = oldest
-            guard log.pending.count >= Self.accessFlushCount || now - oldest >= Self.accessFlushDelay else { return nil }
-            let due = log.pending
-            log.pending = []
-            log.oldestPending = nil
-            return due
-        }
-        guard let due else { return }
+    /// Ranks reads taken from the log into the index. Best effort: when another process holds
+    /// the write lock, the reads go back into the log and wait for the next flush.
+    private func flushLoggedReads(_ due: [DiskIndex.Access]) {
         do {
             _ = try withLiveIndex { _, index in try index.connection.transaction { try index.recordAccesses(due) } }
         } catch {
@@ -102,12 +128,7 @@ extension DiskStore {
     /// used or reserved. On failure the reads go back into the log.
     @discardableResult
     func flushAccesses(index: DiskIndex, reserving: Int64 = 0) throws -> Int64 {
-        let due = reads.withLock { log in
-            let due = log.pending
-            log.pending = []
-            log.oldestPending = nil
-            return due
-        }
+        let due = readers.withLock { $0.log.takePending() }
         do {
             return try index.recordAccesses(due, reserving: reserving)
         } catch {
@@ -118,20 +139,28 @@ extension DiskStore {
 
     private func restorePendingAccesses(_ accesses: [DiskIndex.Access]) {
         guard !accesses.isEmpty else { return }
-        reads.withLock { log in
-            log.pending.insert(contentsOf: accesses, at: 0)
-            if log.pending.count > Self.accessBacklogLimit {
-                log.pending.removeFirst(log.pending.count - Self.accessBacklogLimit)
+        readers.withLock { pool in
+            pool.log.pending.insert(contentsOf: accesses, at: 0)
+            if pool.log.pending.count > Self.accessBacklogLimit {
+                pool.log.pending.removeFirst(pool.log.pending.count - Self.accessBacklogLimit)
             }
-            log.oldestPending = log.oldestPending.map { min($0, accesses[0].time) } ?? accesses[0].time
+            pool.log.oldestPending = pool.log.oldestPending.map { min($0, accesses[0].time) } ?? accesses[0].time
         }
     }
 
     /// Forgets the logged reads (their row ids mean nothing in a reset or emptied index).
     func discardPendingAccesses() {
-        reads.withLock { log in
-            log.pending = []
-            log.oldestPending = nil
-        }
+        readers.withLock { _ = $0.log.takePending() }
+    }
+}
+
+extension DiskStore.ReadLog {
+    /// Empties the log of pending reads and returns them, in read order.
+    mutating func takePending() -> [DiskIndex.Access] {
+        let due = pending
+        pending = []
+        pending.reserveCapacity(DiskStore.accessFlushCount)
+        oldestPending = nil
+        return due
     }
 }

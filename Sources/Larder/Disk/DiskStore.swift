@@ -44,16 +44,15 @@ public final class DiskStore: Sendable {
     /// than `Mutex`, so ThreadSanitizer sees it (see ``Locked``).
     let state: Locked<State>
     /// Read-only connections, checked out one per read so reads on different threads do not
-    /// wait for each other or for the writer.
+    /// wait for each other or for the writer, with the log of reads: a read takes this one
+    /// lock twice (check-out, then check-in with its hit or miss recorded), no other.
     let readers: Locked<ReaderPool>
-    /// Hit and miss counts and the reads waiting to be ranked in `access`.
-    let reads: Locked<ReadLog>
     /// `index.sqlite` in ``directory``.
     let indexPath: String
 
     /// The writer's state. `index` is `nil` once the store is closed.
     ///
-    /// Lock order: `state` may be held while taking `readers` or `reads`, never the reverse.
+    /// Lock order: `state` may be held while taking `readers`, never the reverse.
     struct State {
         var index: DiskIndex?
         var writesSinceCheckpoint = 0
@@ -68,6 +67,8 @@ public final class DiskStore: Sendable {
         var idle: [PooledReader] = []
         var generation = 0
         var isClosed = false
+        /// Hit and miss counts and the reads waiting to be ranked in `access`.
+        var log = ReadLog()
     }
 
     /// Reads since the last flush, in the order they happened: their order (not their
@@ -128,7 +129,6 @@ public final class DiskStore: Sendable {
         let (index, needsSweep) = try Self.openIndex(in: self.directory, configuration: configuration)
         state = Locked(State(index: index))
         readers = Locked(ReaderPool())
-        reads = Locked(ReadLog())
         if needsSweep {
             DispatchQueue.global(qos: .utility).async { [weak self] in
                 self?.sweepInBackground()
