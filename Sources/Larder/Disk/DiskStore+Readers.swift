@@ -56,7 +56,7 @@ extension DiskStore {
                     _ = checkIn(pooled, record: .none)
                     throw error
                 }
-                if let due = checkIn(pooled, record: record) { flushLoggedReads(due) }
+                if checkIn(pooled, record: record) { flushLoggedReads() }
                 return result
             } catch let error as StorageError where error.isDatabaseCorruption && attempt == 0 {
                 attempt += 1
@@ -69,27 +69,24 @@ extension DiskStore {
     }
 
     /// Puts `pooled` back (unless the pool moved on or is full) and records `record`; returns
-    /// the logged reads when they are due to be ranked (the log is full or old enough).
-    private func checkIn(_ pooled: PooledReader, record: ReadRecord) -> [DiskIndex.Access]? {
+    /// whether the logged reads are due to be ranked (the log is full or old enough).
+    private func checkIn(_ pooled: PooledReader, record: ReadRecord) -> Bool {
         readers.withLock { pool in
             if !pool.isClosed, pool.generation == pooled.generation, pool.idle.count < Self.idleReaderLimit {
                 pool.idle.append(pooled)
             } // A reader not kept closes when the caller releases it, outside the lock.
             switch record {
             case .none:
-                return nil
+                return false
             case .miss:
                 pool.log.misses += 1
-                return nil
+                return false
             case .hit(let access):
                 pool.log.hits += 1
                 pool.log.pending.append(access)
                 let oldest = pool.log.oldestPending ?? access.time
                 pool.log.oldestPending = oldest
-                guard pool.log.pending.count >= Self.accessFlushCount || access.time - oldest >= Self.accessFlushDelay else {
-                    return nil
-                }
-                return pool.log.takePending()
+                return pool.log.pending.count >= Self.accessFlushCount || access.time - oldest >= Self.accessFlushDelay
             }
         }
     }
@@ -113,13 +110,19 @@ extension DiskStore {
         readers.withLock { $0.log.misses += 1 }
     }
 
-    /// Ranks reads taken from the log into the index. Best effort: when another process holds
-    /// the write lock, the reads go back into the log and wait for the next flush.
-    private func flushLoggedReads(_ due: [DiskIndex.Access]) {
-        do {
-            _ = try withLiveIndex { _, index in try index.connection.transaction { try index.recordAccesses(due) } }
-        } catch {
-            restorePendingAccesses(due)
+    /// Ranks the logged reads into the index. They are taken from the log under the writer's
+    /// lock, so no write transaction can rank later reads before them. Best effort: when another
+    /// process holds the write lock, the reads go back into the log and wait for the next flush.
+    private func flushLoggedReads() {
+        _ = try? withLiveIndex { _, index in
+            let due = readers.withLock { $0.log.takePending() }
+            guard !due.isEmpty else { return }
+            do {
+                try index.connection.transaction { _ = try index.recordAccesses(due) }
+            } catch {
+                restorePendingAccesses(due)
+                throw error
+            }
         }
     }
 
