@@ -373,10 +373,8 @@ final class DiskIndex {
     func recordAccesses(_ accesses: [Access], reserving: Int64 = 0) throws -> Int64 {
         guard !accesses.isEmpty || reserving > 0 else { return try maxSequence() }
         var sequence = try maxSequence()
-        var last: [Int64: Int] = [:]
-        last.reserveCapacity(accesses.count)
-        for (position, access) in accesses.enumerated() { last[access.rowID] = position }
-        for (position, access) in accesses.enumerated() where last[access.rowID] == position {
+        let isLastRead = Self.lastReads(accesses)
+        for (position, access) in accesses.enumerated() where isLastRead[position] {
             sequence += 1
             try touchAccess.withReset { statement in
                 try statement.bind(access.rowID, at: 1)
@@ -391,6 +389,38 @@ final class DiskIndex {
             try statement.step()
         }
         return sequence
+    }
+
+    /// For each recorded read, whether it is the last read of its row in `accesses`.
+    ///
+    /// Walks the reads backwards through an open-addressing set of row ids (Fibonacci hashing;
+    /// row ids are plain integers, so `Dictionary`'s seeded hashing would cost several times as
+    /// much per read).
+    static func lastReads(_ accesses: [Access]) -> [Bool] {
+        var isLast = [Bool](repeating: false, count: accesses.count)
+        var bits = 1
+        while 1 << bits < accesses.count * 2 { bits += 1 }
+        let mask = (1 << bits) - 1
+        let empty = Int64.min // never an automatic row id (those start at 1)
+        var slots = [Int64](repeating: empty, count: 1 << bits)
+        for position in accesses.indices.reversed() {
+            let rowID = accesses[position].rowID
+            guard rowID != empty else {
+                isLast[position] = true
+                continue
+            }
+            var slot = Int(truncatingIfNeeded: (UInt64(bitPattern: rowID) &* 0x9E37_79B9_7F4A_7C15) >> UInt64(64 - bits))
+            while true {
+                if slots[slot] == empty {
+                    slots[slot] = rowID
+                    isLast[position] = true
+                    break
+                }
+                if slots[slot] == rowID { break }
+                slot = (slot + 1) & mask
+            }
+        }
+        return isLast
     }
 
     /// Deletes the row for `key`; returns whether one existed and its blob file.
