@@ -176,6 +176,9 @@ let package = Package(
             name: "LarderMemcachedTests",
             dependencies: [
                 "LarderMemcached", "Larder", "LarderTestSupport", "LarderMemcachedHelper",
+                // One test runs Larder as Vapor's cache over a memcached tier (both traits on).
+                .target(name: "LarderVapor", condition: .when(traits: ["Vapor"])),
+                .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"])),
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Memcached"])),
                 .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Memcached"])),
                 .product(name: "NIOEmbedded", package: "swift-nio", condition: .when(traits: ["Memcached"])),

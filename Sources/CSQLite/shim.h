@@ -19,4 +19,11 @@ static inline int csqlite_set_reset_database(sqlite3 *db, int on) {
     return sqlite3_db_config(db, SQLITE_DBCONFIG_RESET_DATABASE, on, 0);
 }
 
+/// `sqlite3_config` is variadic: turns SQLite's memory statistics off (`SQLITE_CONFIG_MEMSTATUS`
+/// 0), so an allocation no longer takes a process-wide mutex. Must run before SQLite initializes;
+/// returns `SQLITE_MISUSE` (and changes nothing) after.
+static inline int csqlite_disable_memory_statistics(void) {
+    return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
 #endif

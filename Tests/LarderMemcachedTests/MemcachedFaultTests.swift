@@ -182,7 +182,8 @@ struct MemcachedFaultTests {
 
     /// Whether a read of `key` returns `expected` within 5 s of retries.
     static func eventuallyHits(_ storage: Storage<String, Data>, _ key: String, _ expected: Data) async throws -> Bool {
-        let end = ContinuousClock.now + .seconds(5)
+        // Recovery after the stall ends; generous, as a loaded machine resumes tasks late.
+        let end = ContinuousClock.now + .seconds(20)
         while ContinuousClock.now < end {
             if try await storage.value(forKey: key, tiers: .remote) == expected { return true }
             try await Task.sleep(for: .milliseconds(20))

@@ -7,7 +7,7 @@ import Testing
 /// millisecond (the injected clock here never moves unless a test says so), across the batch
 /// flushes of the read log, across stores sharing a directory and across reopening; and a read
 /// writes nothing to the entry's row.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct DiskStoreAccessOrderTests {
     let folder: TemporaryDirectory
     let clock = TestClock(Date(timeIntervalSince1970: 1_700_000_000))
@@ -89,6 +89,39 @@ struct DiskStoreAccessOrderTests {
         try store.setValue(Data("e".utf8), forKey: "e")
         // Then a goes (read before d was written); c (read after) and d stay
         #expect(try store.keys() == ["c", "d", "e"])
+    }
+
+    @Test func anOverwriteRanksTheEntryMostRecentUnderItsOldRowID() throws {
+        // Given a, b, c written (inline and file rows), then a overwritten in both forms
+        for threshold in [16_384, 0] {
+            let store = try makeStore { $0.inlineThreshold = threshold }
+            try store.removeAll()
+            for key in ["a", "b", "c"] { try store.setValue(Data(key.utf8), forKey: key) }
+            let rowID = try query("SELECT rowid FROM entries WHERE key = 'a'")
+            try store.setValue(Data("a2".utf8), forKey: "a")
+            // Then the overwrite kept the row, its access row holds the highest number, and a
+            // trim to two keeps a (most recent) and c
+            #expect(try query("SELECT rowid FROM entries WHERE key = 'a'") == rowID)
+            #expect(try query("SELECT entry FROM access ORDER BY seq DESC LIMIT 1") == rowID)
+            #expect(try query("SELECT count(*) FROM access") == [[3]])
+            try store.trim(toCount: 2)
+            #expect(try store.keys() == ["a", "c"], "threshold \(threshold)")
+            #expect(try store.value(forKey: "a") == Data("a2".utf8))
+            store.close()
+        }
+    }
+
+    @Test func eachRowIsRankedAtItsLastReadInABatch() {
+        // Given reads of rows 5, 7, 5, 9, 7 (and a batch of 3,000 reads over 40 rows)
+        let accesses = [5, 7, 5, 9, 7].map { DiskIndex.Access(rowID: $0, time: 0) }
+        // Then only the last read of each row counts, in read order
+        #expect(DiskIndex.lastReads(accesses) == [false, false, true, true, true])
+        #expect(DiskIndex.lastReads([]) == [])
+        var generator = SystemRandomNumberGenerator()
+        let many = (0..<3_000).map { _ in DiskIndex.Access(rowID: Int64.random(in: 1...40, using: &generator), time: 0) }
+        let expected = many.indices.map { position in !many[(position + 1)...].contains { $0.rowID == many[position].rowID } }
+        #expect(DiskIndex.lastReads(many) == expected)
+        #expect(DiskIndex.lastReads(many).filter { $0 }.count == Set(many.map(\.rowID)).count)
     }
 
     // MARK: - Eviction candidates
@@ -243,7 +276,7 @@ struct DiskStoreAccessOrderTests {
 
 /// Damage to the narrow `access` table, which reads never touch: the write, trim or
 /// attributes call that reads a damaged page finds it, empties the index and keeps working.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct DiskStoreAccessCorruptionTests {
     let folder: TemporaryDirectory
 

@@ -48,8 +48,7 @@ final class DiskIndexReader {
     }
 
     func location(forKey key: String) throws -> DiskIndex.Location? {
-        try selectLocation.withReset { statement in
-            try statement.bind(key, at: 1)
+        try selectLocation.withText(key, boundAt: 1) { statement in
             guard try statement.step() else { return nil }
             let crcKind = statement.int64(6)
             return DiskIndex.Location(
@@ -71,8 +70,7 @@ final class DiskIndexReader {
 
     /// Whether a row exists for `key`, and its expiry.
     func expiry(forKey key: String) throws -> Int64?? {
-        try selectExpiry.withReset { statement in
-            try statement.bind(key, at: 1)
+        try selectExpiry.withText(key, boundAt: 1) { statement in
             guard try statement.step() else { return nil }
             return .some(statement.optionalInt64(0))
         }

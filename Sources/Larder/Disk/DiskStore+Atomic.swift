@@ -56,7 +56,7 @@ extension DiskStore {
             countMiss()
             return nil
         }
-        reads.withLock { $0.hits += 1 }
+        readers.withLock { $0.log.hits += 1 }
         return TierEntry(
             data: data, expirationDate: taken.location.expires.map(Date.init(milliseconds:)),
             metadata: taken.location.metadata)

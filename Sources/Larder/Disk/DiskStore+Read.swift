@@ -28,28 +28,41 @@ extension DiskStore {
         // A concurrent overwrite can replace the file between the lookup and the read; the
         // row check in `drop` notices and the read is tried again with the new row.
         for _ in 0..<3 {
-            guard let location = try withReader({ try $0.location(forKey: key) }) else {
-                countMiss()
-                return nil
+            // The lookup, the file read and the check run on one pooled reader; the hit or miss
+            // is recorded as the reader goes back into the pool, under the same lock hold.
+            let lookup: Lookup = try withRecordingReader { reader in
+                guard let location = try reader.location(forKey: key) else { return (.missing, .miss) }
+                // Read after the lookup: a miss needs no clock.
+                let now = configuration.now().milliseconds
+                if let expires = location.expires, expires <= now { return (.expired(location), .miss) }
+                guard let data = try decode(location, key: key) else { return (.damaged(location), .none) }
+                return (.found(data, location), .hit(DiskIndex.Access(rowID: location.rowID, time: now)))
             }
-            // Read after the lookup: a miss needs no clock.
-            let now = configuration.now().milliseconds
-            if let expires = location.expires, expires <= now {
+            switch lookup {
+            case .missing:
+                return nil
+            case .expired(let location):
                 try removeExpiredEntry(key: key, location: location)
-                countMiss()
                 return nil
-            }
-            if let data = try decode(location, key: key) {
-                recordHit(rowID: location.rowID, now: now)
+            case .found(let data, let location):
                 return (data, location)
-            }
-            if try drop(key: key, location: location) {
-                countMiss()
-                return nil
+            case .damaged(let location):
+                if try drop(key: key, location: location) {
+                    countMiss()
+                    return nil
+                }
             }
         }
         countMiss()
         return nil
+    }
+
+    /// What one lookup of ``dataWithEntryLocation(forKey:)`` found.
+    private enum Lookup {
+        case missing
+        case expired(DiskIndex.Location)
+        case damaged(DiskIndex.Location)
+        case found(Data, DiskIndex.Location)
     }
 
     /// The checksum a schema-2 row stores: CRC-32C of the key's UTF-8 bytes, continued over
@@ -157,7 +170,7 @@ extension DiskStore {
     /// Counters since this store was opened, with the current totals.
     public var statistics: Statistics {
         var statistics = state.withLock { $0.statistics }
-        let (hits, misses) = reads.withLock { ($0.hits, $0.misses) }
+        let (hits, misses) = readers.withLock { ($0.log.hits, $0.log.misses) }
         statistics.hits = hits
         statistics.misses = misses
         if let totals = try? withReader({ try $0.totals() }) {

@@ -17,12 +17,28 @@ final class PooledReader: @unchecked Sendable {
 
 // The read-connection pool, and the log of reads that decides least-recently-used order.
 extension DiskStore {
+    /// What a read records as its reader goes back into the pool.
+    enum ReadRecord {
+        /// Nothing (not a value read, or one whose outcome is decided later).
+        case none
+        case miss
+        /// A hit, logged for least-recently-used order.
+        case hit(DiskIndex.Access)
+    }
+
     /// Runs `body` with a pooled read connection, outside the writer's lock.
     ///
     /// When SQLite finds the index corrupt, the index is reset as ``withIndex(_:)`` does (once,
     /// whichever connection found it: the pool generation tells whether another thread already
     /// did) and `body` runs once more on a fresh connection.
     func withReader<T>(_ body: (DiskIndexReader) throws -> T) throws -> T {
+        try withRecordingReader { reader in (try body(reader), ReadRecord.none) }
+    }
+
+    /// ``withReader(_:)`` for a value read: `body` also returns the hit or miss to record, which
+    /// is logged in the same lock hold that puts the reader back (one lock, taken twice per
+    /// read). When the log is due, it is ranked into the index after the reader is back.
+    func withRecordingReader<T>(_ body: (DiskIndexReader) throws -> (T, ReadRecord)) throws -> T {
         try checkDirectoryIfDue()
         var attempt = 0
         while true {
@@ -33,8 +49,16 @@ extension DiskStore {
             do {
                 let pooled = try idle ?? PooledReader(
                     reader: DiskIndexReader(path: indexPath, busyTimeout: configuration.busyTimeout), generation: generation)
-                defer { checkIn(pooled) }
-                return try body(pooled.reader)
+                let result: T
+                let record: ReadRecord
+                do {
+                    (result, record) = try body(pooled.reader)
+                } catch {
+                    _ = checkIn(pooled, record: .none)
+                    throw error
+                }
+                if checkIn(pooled, record: record) { flushLoggedReads() }
+                return result
             } catch let error as StorageError where error.isDatabaseCorruption && attempt == 0 {
                 attempt += 1
                 try state.withLock { state in
@@ -45,15 +69,23 @@ extension DiskStore {
         }
     }
 
-    private func checkIn(_ pooled: PooledReader) {
-        let kept = readers.withLock { pool in
-            guard !pool.isClosed, pool.generation == pooled.generation, pool.idle.count < Self.idleReaderLimit else {
+    /// Puts `pooled` back (unless the pool moved on or is full) and records `record`; returns
+    /// whether the logged reads are due to be ranked (the log is full or old enough).
+    private func checkIn(_ pooled: PooledReader, record: ReadRecord) -> Bool {
+        readers.withLock { pool in
+            if !pool.isClosed, pool.generation == pooled.generation, pool.idle.count < Self.idleReaderLimit {
+                pool.idle.append(pooled)
+            } // A reader not kept closes when the caller releases it, outside the lock.
+            switch record {
+            case .none:
                 return false
+            case .miss:
+                pool.log.misses += 1
+                return false
+            case .hit(let access):
+                return pool.log.logHit(access)
             }
-            pool.idle.append(pooled)
-            return true
         }
-        _ = kept // A reader not kept closes when released, outside the lock.
     }
 
     /// Empties the pool and makes every checked-out reader close on its return (after a reset
@@ -72,29 +104,28 @@ extension DiskStore {
     // MARK: - Recording reads
 
     func countMiss() {
-        reads.withLock { $0.misses += 1 }
+        readers.withLock { $0.log.misses += 1 }
     }
 
-    /// Counts a hit and logs the read for least-recently-used order; ranks the log into the
-    /// index when it is full or old enough. Best effort: when another process holds the write
-    /// lock, the reads wait for the next flush.
+    /// Logs a hit found outside ``withRecordingReader(_:)`` (an opened file), ranking the log
+    /// when it is due.
     func recordHit(rowID: Int64, now: Int64) {
-        let due: [DiskIndex.Access]? = reads.withLock { log in
-            log.hits += 1
-            log.pending.append(DiskIndex.Access(rowID: rowID, time: now))
-            let oldest = log.oldestPending ?? now
-            log.oldestPending = oldest
-            guard log.pending.count >= Self.accessFlushCount || now - oldest >= Self.accessFlushDelay else { return nil }
-            let due = log.pending
-            log.pending = []
-            log.oldestPending = nil
-            return due
-        }
-        guard let due else { return }
-        do {
-            _ = try withLiveIndex { _, index in try index.connection.transaction { try index.recordAccesses(due) } }
-        } catch {
-            restorePendingAccesses(due)
+        if readers.withLock({ $0.log.logHit(DiskIndex.Access(rowID: rowID, time: now)) }) { flushLoggedReads() }
+    }
+
+    /// Ranks the logged reads into the index. They are taken from the log under the writer's
+    /// lock, so no write transaction can rank later reads before them. Best effort: when another
+    /// process holds the write lock, the reads go back into the log and wait for the next flush.
+    private func flushLoggedReads() {
+        _ = try? withLiveIndex { _, index in
+            let due = readers.withLock { $0.log.takePending() }
+            guard !due.isEmpty else { return }
+            do {
+                try index.connection.transaction { _ = try index.recordAccesses(due) }
+            } catch {
+                restorePendingAccesses(due)
+                throw error
+            }
         }
     }
 
@@ -103,12 +134,7 @@ extension DiskStore {
     /// used or reserved. On failure the reads go back into the log.
     @discardableResult
     func flushAccesses(index: DiskIndex, reserving: Int64 = 0) throws -> Int64 {
-        let due = reads.withLock { log in
-            let due = log.pending
-            log.pending = []
-            log.oldestPending = nil
-            return due
-        }
+        let due = readers.withLock { $0.log.takePending() }
         do {
             return try index.recordAccesses(due, reserving: reserving)
         } catch {
@@ -119,20 +145,38 @@ extension DiskStore {
 
     private func restorePendingAccesses(_ accesses: [DiskIndex.Access]) {
         guard !accesses.isEmpty else { return }
-        reads.withLock { log in
-            log.pending.insert(contentsOf: accesses, at: 0)
-            if log.pending.count > Self.accessBacklogLimit {
-                log.pending.removeFirst(log.pending.count - Self.accessBacklogLimit)
+        readers.withLock { pool in
+            pool.log.pending.insert(contentsOf: accesses, at: 0)
+            if pool.log.pending.count > Self.accessBacklogLimit {
+                pool.log.pending.removeFirst(pool.log.pending.count - Self.accessBacklogLimit)
             }
-            log.oldestPending = log.oldestPending.map { min($0, accesses[0].time) } ?? accesses[0].time
+            pool.log.oldestPending = pool.log.oldestPending.map { min($0, accesses[0].time) } ?? accesses[0].time
         }
     }
 
     /// Forgets the logged reads (their row ids mean nothing in a reset or emptied index).
     func discardPendingAccesses() {
-        reads.withLock { log in
-            log.pending = []
-            log.oldestPending = nil
-        }
+        readers.withLock { _ = $0.log.takePending() }
+    }
+}
+
+extension DiskStore.ReadLog {
+    /// Counts a hit and logs its access; returns whether the log is due to be ranked (full, or
+    /// its oldest read old enough).
+    mutating func logHit(_ access: DiskIndex.Access) -> Bool {
+        hits += 1
+        pending.append(access)
+        let oldest = oldestPending ?? access.time
+        oldestPending = oldest
+        return pending.count >= DiskStore.accessFlushCount || access.time - oldest >= DiskStore.accessFlushDelay
+    }
+
+    /// Empties the log of pending reads and returns them, in read order.
+    mutating func takePending() -> [DiskIndex.Access] {
+        let due = pending
+        pending = []
+        pending.reserveCapacity(DiskStore.accessFlushCount)
+        oldestPending = nil
+        return due
     }
 }

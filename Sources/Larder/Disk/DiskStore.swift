@@ -45,10 +45,9 @@ public final class DiskStore: Sendable {
     /// than `Mutex`, so ThreadSanitizer sees it (see ``Locked``).
     let state: Locked<State>
     /// Read-only connections, checked out one per read so reads on different threads do not
-    /// wait for each other or for the writer.
+    /// wait for each other or for the writer, with the log of reads: a read takes this one
+    /// lock twice (check-out, then check-in with its hit or miss recorded), no other.
     let readers: Locked<ReaderPool>
-    /// Hit and miss counts and the reads waiting to be ranked in `access`.
-    let reads: Locked<ReadLog>
     /// `index.sqlite` in ``directory``.
     let indexPath: String
     /// When a read last looked at the directory (``monotonicNanoseconds()``).
@@ -62,7 +61,7 @@ public final class DiskStore: Sendable {
 
     /// The writer's state. `index` is `nil` once the store is closed.
     ///
-    /// Lock order: `state` may be held while taking `readers` or `reads`, never the reverse.
+    /// Lock order: `state` may be held while taking `readers`, never the reverse.
     struct State {
         var index: DiskIndex?
         /// The device and inode of `index.sqlite` when it was opened: a path that no longer
@@ -92,6 +91,8 @@ public final class DiskStore: Sendable {
         var idle: [PooledReader] = []
         var generation = 0
         var isClosed = false
+        /// Hit and miss counts and the reads waiting to be ranked in `access`.
+        var log = ReadLog()
     }
 
     /// Reads since the last flush, in the order they happened: their order (not their
@@ -152,7 +153,6 @@ public final class DiskStore: Sendable {
         let (index, needsSweep) = try Self.openIndex(in: self.directory, configuration: configuration)
         state = Locked(State(index: index, indexIdentity: FileIdentity(path: indexPath)))
         readers = Locked(ReaderPool())
-        reads = Locked(ReadLog())
         if needsSweep {
             DispatchQueue.global(qos: .utility).async { [weak self] in
                 self?.sweepInBackground()

@@ -12,6 +12,7 @@ final class SQLiteConnection {
     private var statements: [String: SQLiteStatement] = [:]
 
     init(path: String, busyTimeout: Duration = .seconds(10)) throws {
+        _ = Self.processSetup
         var handle: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
         let code = sqlite3_open_v2(path, &handle, flags, nil)
@@ -31,6 +32,15 @@ final class SQLiteConnection {
     deinit {
         close()
     }
+
+    /// Process-wide SQLite settings, applied once before the first connection opens: memory
+    /// statistics off, so that every allocation SQLite makes (several per statement) does not
+    /// take one process-wide mutex, which threads reading on different connections would
+    /// otherwise meet on. `sqlite3_memory_used()` then reports 0. When SQLite was initialized
+    /// already (another library in the process opened a database first), nothing changes.
+    private static let processSetup: Void = {
+        _ = csqlite_disable_memory_statistics()
+    }()
 
     /// Finalizes the cached statements, then closes the connection. Idempotent.
     func close() {

@@ -48,6 +48,26 @@ final class SQLiteStatement {
         }
     }
 
+    /// Binds `text` at `index` without copying it (`SQLITE_STATIC`), runs `body`, and resets the
+    /// statement before the bytes go away: the hot lookups by key pay no copy and no allocation
+    /// for their one parameter.
+    func withText<T>(_ text: String, boundAt index: Int32, _ body: (SQLiteStatement) throws -> T) throws -> T {
+        var text = text
+        return try text.withUTF8 { utf8 in
+            defer { reset() }
+            let code = utf8.withMemoryRebound(to: CChar.self) { chars in
+                // An empty buffer may have no address, and a NULL pointer would bind NULL, not "".
+                guard let base = chars.baseAddress, chars.count > 0 else {
+                    return sqlite3_bind_text(handle, index, "", 0, csqlite_transient())
+                }
+                return sqlite3_bind_text64(
+                    handle, index, base, sqlite3_uint64(chars.count), csqlite_static(), UInt8(SQLITE_UTF8))
+            }
+            try check(code)
+            return try body(self)
+        }
+    }
+
     func bind(_ value: Data?, at index: Int32) throws {
         guard let value else { return try bindNull(at: index) }
         try value.withUnsafeBytes { bytes in

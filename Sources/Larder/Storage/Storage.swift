@@ -56,6 +56,8 @@ public final class Storage<Key: CacheKey, Value> {
     /// Whether every byte tier is local, so an async call can run the synchronous path in one
     /// hop to the I/O queue.
     let allTiersLocal: Bool
+    /// The counters of each of ``localTiers``, in the same order (looked up once, not per read).
+    let localTierCounters: [TierCounters]
     let turns = KeyTurns<Key>()
     /// Per-key turns of the network step of async writes and removals with a shared tier: only
     /// async callers ever wait on them, so no thread blocks on a remote round trip.
@@ -112,6 +114,7 @@ public final class Storage<Key: CacheKey, Value> {
         self.localTiers = tiers.compactMap { $0 as? any LocalCacheTier }
         self.allTiersLocal = localTiers.count == tiers.count
         self.counters = Counters(tiers: tiers.map(\.tierID))
+        self.localTierCounters = localTiers.map { [counters] in counters.tier($0.tierID) }
     }
 
     /// Creates a storage with a configuration edited by `configure`.
@@ -167,17 +170,20 @@ public final class Storage<Key: CacheKey, Value> {
 
     /// The rest of a read after a memory miss: each named local tier in order.
     @usableFromInline
+    @_specialize(where Key == String, Value == Data)
     func entryBelowMemory(forKey key: Key, tiers: StorageTiers) throws -> Entry? {
-        try checkNamesATier(tiers)
+        // Only a call that names no local tier (nor memory) pays the full check of its names.
+        if !tiers.includesMemory, !localTiers.contains(where: { tiers.contains($0.tierID) }) { try checkNamesATier(tiers) }
         let token = turns.token(for: key)
         let cacheKey = key.cacheKey
         for (position, tier) in localTiers.enumerated() where tiers.contains(tier.tierID) {
+            let tierCounters = localTierCounters[position]
             guard let found = try tier.entry(forKey: cacheKey) else {
-                counters.tier(tier.tierID).misses.add(1, ordering: .relaxed)
+                tierCounters.misses.add(1, ordering: .relaxed)
                 continue
             }
             guard let value = decodeOrDrop(found, forKey: key, from: tier, token: token) else { continue }
-            counters.tier(tier.tierID).hits.add(1, ordering: .relaxed)
+            tierCounters.hits.add(1, ordering: .relaxed)
             if tiers.includesMemory || localTiers[..<position].contains(where: { tiers.contains($0.tierID) }) {
                 let cost = tiers.includesMemory ? memoryCost(of: value) : nil
                 turns.withTurnIfUnchanged(key, since: token) {

@@ -3,7 +3,8 @@
 //
 //   LarderGuard <operation> <iterations> <directory>
 //
-// Operations: disk-get-hit, disk-get-miss, disk-set (100 B values, inline), memory-hit,
+// Operations: disk-get-hit, storage-get-hit (Storage over the disk tier), disk-get-miss, disk-set
+// (100 B values, inline), memory-hit,
 // memory-insert (an insert that evicts). Setup is the same every run: fixed keys and values, a
 // fresh directory, SWIFT_DETERMINISTIC_HASHING=1 set by the script.
 import Foundation
@@ -46,6 +47,17 @@ case "disk-get-hit":
     let store = try makeDiskStore()
     body = { index in
         guard try store.value(forKey: key("k", index * 7_919 % residents))?.count == 100 else { fatalError("miss") }
+    }
+case "storage-get-hit":
+    // Storage<String, Data> over the disk tier alone (the compare run's `storage` contender):
+    // the generic layer's cost over disk-get-hit.
+    try? FileManager.default.removeItem(at: directory)
+    var configuration = Storage<String, Data>.Configuration(directory: directory, defaultTiers: .disk)
+    configuration.disk.logHandler = nil
+    let storage = try Storage(configuration: configuration, transformer: .data)
+    for index in 0..<residents { try storage.setValue(value(index), forKey: key("k", index)) }
+    body = { index in
+        guard try storage.value(forKey: key("k", index * 7_919 % residents))?.count == 100 else { fatalError("miss") }
     }
 case "disk-get-miss":
     let store = try makeDiskStore()
