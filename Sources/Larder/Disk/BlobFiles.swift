@@ -67,23 +67,29 @@ struct BlobFiles: Sendable {
         }
     }
 
+    /// Writes all of `data` to `descriptor` (retrying short writes and EINTR); `path` names the
+    /// file in the error.
+    static func writeAll(_ data: Data, to descriptor: Int32, path: String) throws {
+        try data.withUnsafeBytes { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let written = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    throw ioError("writing temporary file", path)
+                }
+                offset += written
+            }
+        }
+    }
+
     /// Writes `data` to a temporary file and renames it to `blobs/<name>`.
     func write(_ data: Data, name: String) throws {
         let temporary = tmpPath + "/" + name.replacingOccurrences(of: "/", with: "_")
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw Self.ioError("creating temporary file", temporary) }
         do {
-            try data.withUnsafeBytes { bytes in
-                var offset = 0
-                while offset < bytes.count {
-                    let written = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-                    if written < 0 {
-                        if errno == EINTR { continue }
-                        throw Self.ioError("writing temporary file", temporary)
-                    }
-                    offset += written
-                }
-            }
+            try Self.writeAll(data, to: descriptor, path: temporary)
             if durable && fsync(descriptor) != 0 { throw Self.ioError("syncing temporary file", temporary) }
         } catch {
             close(descriptor)

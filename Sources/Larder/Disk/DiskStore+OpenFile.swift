@@ -120,17 +120,7 @@ extension DiskStore {
         guard descriptor >= 0 else { throw BlobFiles.ioError("creating temporary file", path) }
         unlink(path)
         do {
-            try data.withUnsafeBytes { bytes in
-                var offset = 0
-                while offset < bytes.count {
-                    let written = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-                    if written < 0 {
-                        if errno == EINTR { continue }
-                        throw BlobFiles.ioError("writing temporary file", path)
-                    }
-                    offset += written
-                }
-            }
+            try BlobFiles.writeAll(data, to: descriptor, path: path)
             guard lseek(descriptor, 0, SEEK_SET) == 0 else { throw BlobFiles.ioError("rewinding temporary file", path) }
         } catch {
             Glibc.close(descriptor)

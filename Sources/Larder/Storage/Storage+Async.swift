@@ -47,41 +47,9 @@ extension Storage where Value: Sendable {
         counters.writes.add(1, ordering: .relaxed)
     }
 
-    /// The tier writes of a prepared write through every tier but the shared ones (see
-    /// ``writeShared(_:forKey:expiry:tiers:)``), holding the key's turn; see
-    /// ``applyWrite(_:_:forKey:expiry:tiers:skipping:)-(_,_,_,_,_,_)``.
-    func applyWrite(
-        _ write: PreparedWrite, _ value: Value, forKey key: Key, expiry: Expiry?, tiers: StorageTiers,
-        skipping skipped: Int? = nil
-    ) async throws {
-        for position in self.tiers.indices.reversed()
-        where position != skipped && !(self.tiers[position] is any SharedCacheTier) {
-            let tier = self.tiers[position]
-            do {
-                if tiers.contains(tier.tierID), let encoded = write.encoded {
-                    try await setBytes(
-                        TierEntry(data: encoded), expiry: expiry, isCompressible: write.isCompressible,
-                        forKey: key.cacheKey, in: tier)
-                    emit(.written, key.cacheKey, tier.tierID)
-                } else if try await removeBytes(forKey: key.cacheKey, from: tier) {
-                    emit(.removed, key.cacheKey, tier.tierID)
-                }
-            } catch {
-                counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
-                await removeFromTiers(fasterThan: position, key: key)
-                throw error
-            }
-        }
-        if let cost = write.cost {
-            if memory.setValue(value, forKey: key, cost: cost, expiry: expiry) { emit(.written, key.cacheKey, .memory) }
-        } else if memory.removeValue(forKey: key) {
-            emit(.removed, key.cacheKey, .memory)
-        }
-    }
-
-    /// Best effort after a failed write: no tier faster than `position` may keep a value.
+    /// Best effort after a failed write: no local tier faster than `position` may keep a value.
     func removeFromTiers(fasterThan position: Int, key: Key) async {
-        for faster in self.tiers[..<position] {
+        for faster in self.tiers[..<position] where !(faster is any SharedCacheTier) {
             _ = try? await removeBytes(forKey: key.cacheKey, from: faster)
         }
         memory.removeValue(forKey: key)
@@ -124,13 +92,16 @@ extension Storage where Value: Sendable {
 
     /// The local part of a write, under the key's turn: local byte tiers slowest first, then
     /// memory; a tier not named loses its value. Local copies expire at `localExpiry`.
+    /// `skipped` is a tier already written (by an insert-if-absent).
     func writeLocally(
-        _ write: PreparedWrite, _ value: Value, forKey key: Key, expiry: Expiry?, localExpiry: Expiry?, tiers: StorageTiers
+        _ write: PreparedWrite, _ value: Value, forKey key: Key, expiry: Expiry?, localExpiry: Expiry?, tiers: StorageTiers,
+        skipping skipped: Int? = nil
     ) async throws {
         // With a shared tier, a local copy bounded to nothing (localCopyMaxAge zero) is not kept.
         let keepsLocalCopies = !hasSharedTiers
             || localExpiry.map { !($0.expirationDate(from: now()).map { $0 <= now() } ?? false) } ?? true
-        for position in self.tiers.indices.reversed() where !(self.tiers[position] is any SharedCacheTier) {
+        for position in self.tiers.indices.reversed()
+        where position != skipped && !(self.tiers[position] is any SharedCacheTier) {
             let tier = self.tiers[position]
             do {
                 if tiers.contains(tier.tierID), keepsLocalCopies, let encoded = write.encoded {
@@ -143,16 +114,12 @@ extension Storage where Value: Sendable {
                 }
             } catch {
                 counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
-                for faster in self.tiers[..<position] where !(faster is any SharedCacheTier) {
-                    _ = try? await removeBytes(forKey: key.cacheKey, from: faster)
-                }
-                memory.removeValue(forKey: key)
+                await removeFromTiers(fasterThan: position, key: key)
                 throw error
             }
         }
         if let cost = write.cost, keepsLocalCopies {
-            memory.setValue(value, forKey: key, cost: cost, expiry: localExpiry)
-            emit(.written, key.cacheKey, .memory)
+            if memory.setValue(value, forKey: key, cost: cost, expiry: localExpiry) { emit(.written, key.cacheKey, .memory) }
         } else if memory.removeValue(forKey: key) {
             emit(.removed, key.cacheKey, .memory)
         }

@@ -162,13 +162,14 @@ extension Storage where Value: Sendable {
         // Local tiers decide under the key's turn; shared tiers (a failure there is a miss,
         // never an error) are written afterwards, under a turn only async callers wait on.
         let inserted = try await sharedTurns.withTurn(key) { () async throws -> Bool in
+            let localExpiry = hasSharedTiers ? localCopyExpiry(expiry, sharedTiersIn: tiers) : expiry
             let inserted = try await turns.withTurn(key) { () async throws -> Bool in
                 if tiers.includesMemory, memory.containsValue(forKey: key) { return false }
                 let named = self.tiers.indices.filter {
                     tiers.contains(self.tiers[$0].tierID) && !(self.tiers[$0] is any SharedCacheTier)
                 }
                 guard let deciding = named.last, let encoded = write.encoded else {
-                    try await applyWrite(write, value, forKey: key, expiry: expiry, tiers: tiers)
+                    try await writeLocally(write, value, forKey: key, expiry: expiry, localExpiry: localExpiry, tiers: tiers)
                     return true
                 }
                 for position in named.dropLast() {
@@ -176,7 +177,7 @@ extension Storage where Value: Sendable {
                 }
                 let tier = self.tiers[deciding]
                 do {
-                    guard try await insertBytes(encoded, isCompressible: write.isCompressible, expiry: expiry,
+                    guard try await insertBytes(encoded, isCompressible: write.isCompressible, expiry: localExpiry,
                                                 forKey: key.cacheKey, in: tier)
                     else { return false }
                 } catch {
@@ -185,7 +186,8 @@ extension Storage where Value: Sendable {
                     throw error
                 }
                 emit(.written, key.cacheKey, tier.tierID)
-                try await applyWrite(write, value, forKey: key, expiry: expiry, tiers: tiers, skipping: deciding)
+                try await writeLocally(
+                    write, value, forKey: key, expiry: expiry, localExpiry: localExpiry, tiers: tiers, skipping: deciding)
                 return true
             }
             if inserted && hasSharedTiers { await writeShared(write, forKey: key, expiry: expiry, tiers: tiers) }
