@@ -8,7 +8,8 @@ import ServiceLifecycle
 /// values in bounded memory over a crash-safe disk tier shared by every process on the
 /// directory.
 ///
-/// Values are stored as JSON in a `Storage<String, Data>`, with Hummingbird's semantics:
+/// Values are stored as JSON in a `Storage<String, PersistedValue>` (the memory tier also keeps
+/// the object itself, so a memory hit decodes nothing), with Hummingbird's semantics:
 /// `create` throws `PersistError.duplicate` when a live value exists for the key (atomically,
 /// also across processes sharing the directory); `set` with a `nil` expiry keeps the key's
 /// existing expiration; `get` as a type the stored JSON does not decode to throws
@@ -49,14 +50,14 @@ public final class LarderPersistDriver: PersistDriver {
     }
 
     /// The storage behind the driver.
-    public let storage: Storage<String, Data>
+    public let storage: Storage<String, PersistedValue>
     /// The driver's settings.
     public let configuration: Configuration
     /// The storage's clock.
     let now: @Sendable () -> Date
 
     /// Creates a driver over `storage`, which it closes on shutdown.
-    public init(storage: Storage<String, Data>, configuration: Configuration = .init()) {
+    public init(storage: Storage<String, PersistedValue>, configuration: Configuration = .init()) {
         self.storage = storage
         self.configuration = configuration
         self.now = storage.configuration.now ?? { Date() }
@@ -68,9 +69,9 @@ public final class LarderPersistDriver: PersistDriver {
     /// - Throws: The errors of ``Storage/init(configuration:additionalTiers:transformer:)``.
     public convenience init(
         directory: URL?, configuration: Configuration = .init(),
-        _ configure: (inout Storage<String, Data>.Configuration) -> Void = { _ in }
+        _ configure: (inout Storage<String, PersistedValue>.Configuration) -> Void = { _ in }
     ) throws {
-        let storage = try Storage<String, Data>(transformer: .data) { storageConfiguration in
+        let storage = try Storage<String, PersistedValue>(transformer: PersistedValue.transformer) { storageConfiguration in
             storageConfiguration.directory = directory
             configure(&storageConfiguration)
         }
@@ -85,8 +86,8 @@ public final class LarderPersistDriver: PersistDriver {
     /// - Throws: `PersistError.duplicate` when `key` holds a live value, decided atomically
     ///   across tasks and across processes sharing the directory.
     public func create<Object: Codable & Sendable>(key: String, value: Object, expires: Duration?) async throws {
-        let data = try Self.encode(value, key: key)
-        guard try await storage.insertValue(data, forKey: key, expiry: expires.map(Self.expiry)) else {
+        let persisted = try Self.encode(value, key: key)
+        guard try await storage.insertValue(persisted, forKey: key, expiry: expires.map(Self.expiry)) else {
             throw PersistError.duplicate
         }
     }
@@ -97,7 +98,7 @@ public final class LarderPersistDriver: PersistDriver {
     /// - Important: The existing expiration is read, then the new value written: a `set` with
     ///   an expiry that lands between the two loses its expiration to this one.
     public func set<Object: Codable & Sendable>(key: String, value: Object, expires: Duration?) async throws {
-        let data = try Self.encode(value, key: key)
+        let persisted = try Self.encode(value, key: key)
         let expiry: Expiry?
         if let expires {
             expiry = Self.expiry(expires)
@@ -106,15 +107,15 @@ public final class LarderPersistDriver: PersistDriver {
         } else {
             expiry = nil  // a new key: the storage's default expiry (never, unless configured)
         }
-        try await storage.setValue(data, forKey: key, expiry: expiry)
+        try await storage.setValue(persisted, forKey: key, expiry: expiry)
     }
 
     /// The value for `key` decoded as `Object`, or `nil` on a miss or after its expiry.
     ///
     /// - Throws: `PersistError.invalidConversion` when the stored JSON is not an `Object`.
     public func get<Object: Codable & Sendable>(key: String, as object: Object.Type) async throws -> Object? {
-        guard let data = try await storage.value(forKey: key) else { return nil }
-        return try Self.decode(object, from: data)
+        guard let persisted = try await storage.value(forKey: key) else { return nil }
+        return try Self.decode(object, from: persisted)
     }
 
     /// The value for `key` with its remaining lifetime (`nil`: it never expires).
@@ -168,17 +169,17 @@ public final class LarderPersistDriver: PersistDriver {
         return .seconds(TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18)
     }
 
-    static func encode<Object: Encodable>(_ value: Object, key: String) throws -> Data {
+    static func encode<Object: Encodable & Sendable>(_ value: Object, key: String) throws -> PersistedValue {
         do {
-            return try JSONEncoder().encode(value)
+            return PersistedValue(object: value, json: try JSONEncoder().encode(value))
         } catch {
             throw StorageError.encoding("cannot encode \(Object.self) as JSON for key \(key)", cause: error)
         }
     }
 
-    static func decode<Object: Decodable>(_ type: Object.Type, from data: Data) throws -> Object {
+    static func decode<Object: Decodable & Sendable>(_ type: Object.Type, from persisted: PersistedValue) throws -> Object {
         do {
-            return try JSONDecoder().decode(type, from: data)
+            return try persisted.object(as: type)
         } catch {
             throw PersistError.invalidConversion
         }

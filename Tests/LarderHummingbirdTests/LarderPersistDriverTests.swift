@@ -176,6 +176,41 @@ struct LarderPersistDriverTests {
         }
     }
 
+    /// An immutable class, so that a test can tell the stored object from a decoded copy.
+    final class Profile: Codable, Sendable {
+        let name: String
+        let visits: Int
+        init(name: String, visits: Int) { (self.name, self.visits) = (name, visits) }
+    }
+
+    /// The same fields under another type: decodable from a `Profile`'s JSON.
+    struct ProfileView: Codable, Equatable, Sendable {
+        var name: String
+        var visits: Int
+    }
+
+    @Test func aMemoryHitReturnsTheStoredObjectAndOtherTypesDecodeTheJSON() async throws {
+        let persist = try makeDriver()
+        let profile = Profile(name: "ada", visits: 3)
+        try await persist.set(key: "p", value: profile, expires: .seconds(60))
+
+        // Given the value in memory, Then a read as its own type is the object itself.
+        let read = try #require(try await persist.get(key: "p", as: Profile.self))
+        #expect(read === profile)
+        // A read as another type decodes the JSON, and a wrong type still throws.
+        #expect(try await persist.get(key: "p", as: ProfileView.self) == ProfileView(name: "ada", visits: 3))
+        await #expect(throws: PersistError.invalidConversion) { try await persist.get(key: "p", as: [String].self) }
+
+        // Given the memory tier emptied, Then the value comes from disk as JSON, decoded once.
+        _ = try await persist.storage.removeAll(tiers: .memory)
+        let fromDisk = try #require(try await persist.get(key: "p", as: Profile.self))
+        #expect(fromDisk !== profile)
+        #expect(fromDisk.name == "ada" && fromDisk.visits == 3)
+        #expect(try await persist.get(key: "p", as: Profile.self) === fromDisk)
+        let json = try #require(try await persist.storage.value(forKey: "p", tiers: .disk)).json
+        #expect(try JSONDecoder().decode(ProfileView.self, from: json) == ProfileView(name: "ada", visits: 3))
+    }
+
     @Test func removeDeletesTheValue() async throws {
         let persist = try makeDriver()
         let app = Application(router: makeRouter(persist), services: [persist])
