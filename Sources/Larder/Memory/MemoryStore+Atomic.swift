@@ -28,7 +28,8 @@ extension MemoryStore {
             case .absent, .needsClock: break
             }
             return state.insert(
-                value, forKey: key, hash: hash, cost: cost, expiration: expiration, now: now, into: &graveyard) ?? false
+                value, forKey: key, hash: hash, cost: cost, expiration: expiration, now: now, stamp: now,
+                into: &graveyard) ?? false
         }
     }
 

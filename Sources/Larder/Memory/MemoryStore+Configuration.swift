@@ -81,12 +81,20 @@ extension MemoryStore {
         /// `[UInt8]`), otherwise `1`, so that ``costLimit`` acts as a second count limit.
         public var cost: (@Sendable (Value) -> Int)?
 
-        /// The clock that expiry is measured with.
+        /// The clock that expiry and ages are measured with.
         ///
         /// Inject a controllable clock in tests so that they never sleep. The store reads it
-        /// outside its lock and only when needed: on a write with an expiry, on a read of an
-        /// entry that can expire, and in ``MemoryStore/removeExpired()``. Defaults to `Date.init`.
-        public var now: @Sendable () -> Date
+        /// outside its lock: on a write with an expiry, on a read of an entry that can expire,
+        /// and in ``MemoryStore/removeExpired()``. With the default (`Date.init`), the times
+        /// that ``MemoryStore/trim(toDate:by:)`` compares are stamped with the system's coarse
+        /// clock (a resolution of a few milliseconds, read without a syscall); an injected
+        /// clock is also read on every write and hit to stamp them.
+        public var now: @Sendable () -> Date {
+            didSet { usesSystemClock = false }
+        }
+
+        /// Whether ``now`` is the default system clock.
+        var usesSystemClock: Bool
 
         /// How the store chooses which entries to evict.
         ///
@@ -105,7 +113,7 @@ extension MemoryStore {
             defaultExpiry: Expiry = .never,
             overflowTrimRatio: Double = 0,
             cost: (@Sendable (Value) -> Int)? = nil,
-            now: @escaping @Sendable () -> Date = { Date() },
+            now: (@Sendable () -> Date)? = nil,
             policy: EvictionPolicy = .lru
         ) {
             self.countLimit = countLimit
@@ -115,7 +123,8 @@ extension MemoryStore {
             self.defaultExpiry = defaultExpiry
             self.overflowTrimRatio = overflowTrimRatio
             self.cost = cost
-            self.now = now
+            self.now = now ?? { Date() }
+            self.usesSystemClock = now == nil
             self.policy = policy
         }
     }

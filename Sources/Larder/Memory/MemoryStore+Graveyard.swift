@@ -6,9 +6,9 @@ extension MemoryStore {
     struct Graveyard {
         @usableFromInline var first: Value?
         @usableFromInline var rest: [Value]
-        /// The keys evicted or expired, kept only while a storage's events have observers
-        /// (`nil` otherwise: nothing is allocated).
-        @usableFromInline var departed: [(key: Key, expired: Bool)]?
+        /// The keys evicted, expired or trimmed by age, with what happened, kept only while a
+        /// storage's events have observers (`nil` otherwise: nothing is allocated).
+        @usableFromInline var departed: [(key: Key, kind: StorageEvent.Kind)]?
 
         @inlinable
         init(recording: Bool = false) {

@@ -1,3 +1,5 @@
+public import Foundation
+
 extension MemoryStore {
     /// The limits, and the totals to reach when one is exceeded: the configuration's until
     /// ``MemoryStore/setLimits(countLimit:costLimit:)`` changes the count and cost limits.
@@ -118,5 +120,32 @@ extension MemoryStore {
             state.trim(toCount: count, now: now, into: &graveyard)
             state.trim(toCost: cost, now: now, into: &graveyard)
         }
+    }
+}
+
+extension MemoryStore {
+    /// Removes every entry written, or last used (written or read), before `date`.
+    ///
+    /// Times come from the store's clock (``Configuration/now``); with the default system clock
+    /// they have the resolution of its coarse clock, a few milliseconds.
+    ///
+    /// - Parameters:
+    ///   - date: Entries older than this go.
+    ///   - age: Which moment counts: ``EntryAge/lastUsed`` (the default) or ``EntryAge/written``.
+    /// - Returns: The number of entries removed.
+    /// - Complexity: O(n) in the number of entries, under the lock.
+    @discardableResult
+    public func trim(toDate date: Date, by age: EntryAge = .lastUsed) -> Int {
+        let cutoff = date.timeIntervalSinceReferenceDate
+        return withStateReleasingRemoved { state, graveyard in
+            state.remove(olderThan: cutoff, by: age, into: &graveyard)
+        }
+    }
+
+    /// The keys of entries written or read at or after `date` (for ``Storage``, which spares
+    /// their copies in slower tiers when it trims by age).
+    func keys(usedSince date: Date) -> Set<Key> {
+        let cutoff = date.timeIntervalSinceReferenceDate
+        return locked.withLockUnchecked { state in state.keys(usedSince: cutoff) }
     }
 }

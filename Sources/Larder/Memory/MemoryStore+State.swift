@@ -16,15 +16,21 @@ extension MemoryStore {
         @usableFromInline var bucket: Int?
         /// `key.hashValue`, kept so that removing the entry never hashes the key again.
         @usableFromInline var hash: Int
+        /// When the entry was written, and last written or read (seconds since the reference
+        /// date, on the store's stamp clock), for ``MemoryStore/trim(toDate:by:)``.
+        @usableFromInline var written: Double
+        @usableFromInline var used: Double
 
         @inlinable
-        init(key: Key, hash: Int, value: Value, cost: Int, expiration: Double, bucket: Int?) {
+        init(key: Key, hash: Int, value: Value, cost: Int, expiration: Double, bucket: Int?, stamp: Double) {
             self.key = key
             self.hash = hash
             self.value = value
             self.cost = cost
             self.expiration = expiration
             self.bucket = bucket
+            self.written = stamp
+            self.used = stamp
         }
     }
 
@@ -73,7 +79,7 @@ extension MemoryStore {
 
         /// Looks `key` up as a read. `now` is `nil` when the caller has not read the clock.
         @inlinable @inline(__always)
-        mutating func read(_ key: Key, hash: Int, now: Double?) -> ReadResult {
+        mutating func read(_ key: Key, hash: Int, now: Double?, stamp: Double) -> ReadResult {
             guard let slot = slot(of: key, hash: hash) else {
                 statistics.misses += 1
                 return .miss
@@ -88,6 +94,7 @@ extension MemoryStore {
                 }
             }
             statistics.hits += 1
+            slots[slot]!.used = stamp
             policy.didAccess(slot, bucket: slots[slot].unsafelyUnwrapped.bucket)
             return .hit(slots[slot].unsafelyUnwrapped.value, cost: slots[slot].unsafelyUnwrapped.cost, expiration: expiration)
         }
@@ -117,7 +124,7 @@ extension MemoryStore {
         /// expire are held and `now` is `nil`: the caller reads the clock and calls again.
         @inlinable
         mutating func insert(
-            _ value: Value, forKey key: Key, hash: Int, cost: Int, expiration: Double, now: Double?,
+            _ value: Value, forKey key: Key, hash: Int, cost: Int, expiration: Double, now: Double?, stamp: Double,
             into graveyard: inout Graveyard
         ) -> Bool? {
             guard
@@ -152,6 +159,8 @@ extension MemoryStore {
                 slots[slot]!.cost = cost
                 slots[slot]!.expiration = expiration
                 slots[slot]!.bucket = bucket
+                slots[slot]!.written = stamp
+                slots[slot]!.used = stamp
                 graveyard.bury(old)
                 if oldExpiration != expiration {
                     if oldExpiration == .infinity {
@@ -166,7 +175,7 @@ extension MemoryStore {
             } else {
                 if freeCount == 0 {
                     slot = slots.count
-                    slots.append(Slot(key: key, hash: hash, value: value, cost: cost, expiration: expiration, bucket: bucket))
+                    slots.append(Slot(key: key, hash: hash, value: value, cost: cost, expiration: expiration, bucket: bucket, stamp: stamp))
                 } else {
                     freeCount &-= 1
                     slot = freeSlots[freeCount]
@@ -175,7 +184,7 @@ extension MemoryStore {
                     // of both the temporary and the old `nil`).
                     slots.withUnsafeMutableBufferPointer { slots in
                         (slots.baseAddress.unsafelyUnwrapped + slot).initialize(
-                            to: Slot(key: key, hash: hash, value: value, cost: cost, expiration: expiration, bucket: bucket))
+                            to: Slot(key: key, hash: hash, value: value, cost: cost, expiration: expiration, bucket: bucket, stamp: stamp))
                     }
                 }
                 index.insert(slot: slot, hash: hash, at: ~probe)
@@ -268,6 +277,30 @@ extension MemoryStore {
             }
         }
 
+        /// Removes every entry written (or last used) before `cutoff`; returns how many.
+        ///
+        /// - Complexity: O(n) over the slots, plus O(log k) per removed entry that can expire.
+        mutating func remove(olderThan cutoff: Double, by age: EntryAge, into graveyard: inout Graveyard) -> Int {
+            var removed = 0
+            for slot in slots.indices {
+                guard let entry = slots[slot] else { continue }
+                let time = age == .written ? entry.written : entry.used
+                guard time < cutoff else { continue }
+                let gone = removeSlot(slot)
+                if graveyard.departed != nil { graveyard.departed!.append((gone.key, .removed)) }
+                graveyard.bury(gone.value)
+                removed += 1
+            }
+            return removed
+        }
+
+        /// The keys of entries used at or after `cutoff`.
+        func keys(usedSince cutoff: Double) -> Set<Key> {
+            var keys = Set<Key>()
+            for case let entry? in slots where entry.used >= cutoff { keys.insert(entry.key) }
+            return keys
+        }
+
         /// Empties the store, returning the old storage so the caller releases it unlocked.
         mutating func removeAll() -> ContiguousArray<Slot?> {
             let old = slots
@@ -292,7 +325,7 @@ extension MemoryStore {
             case .expiry: statistics.expirations += 1
             }
             let entry = removeSlot(slot, isEviction: reason != .expiry)
-            if graveyard.departed != nil { graveyard.departed!.append((entry.key, reason == .expiry)) }
+            if graveyard.departed != nil { graveyard.departed!.append((entry.key, reason == .expiry ? .expired : .evicted)) }
             graveyard.bury(entry.value)
         }
 

@@ -54,6 +54,10 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     /// When every write expires by default, nearly every read needs the time: read it before
     /// locking instead of discovering that under the lock and locking a second time.
     @usableFromInline let readsClockBeforeLocking: Bool
+    /// Whether entries are stamped with the system's coarse clock (a few nanoseconds, no
+    /// syscall) for ``trim(toDate:by:)``: when the configuration keeps the system clock. An
+    /// injected clock stamps them instead, so that tests control ages too.
+    @usableFromInline let stampsWithCoarseClock: Bool
     /// Where a storage that created the store hears of evictions and expirations.
     @usableFromInline let removals: RemovalReporter<Key>?
 
@@ -78,6 +82,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
         self.clock = configuration.now
         self.defaultExpiry = configuration.defaultExpiry
         self.readsClockBeforeLocking = configuration.defaultExpiry != .never
+        self.stampsWithCoarseClock = configuration.usesSystemClock
     }
 
     /// Creates a store, letting `configure` adjust a default configuration.
@@ -217,9 +222,12 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
         }
         let hash = key.hashValue
         var time = now
+        let stamp = stampTime(now)
         while true {
             let stored = withStateReleasingRemoved { state, graveyard in
-                state.insert(value, forKey: key, hash: hash, cost: cost, expiration: expiration, now: time, into: &graveyard)
+                state.insert(
+                    value, forKey: key, hash: hash, cost: cost, expiration: expiration, now: time, stamp: stamp,
+                    into: &graveyard)
             }
             if let stored { return stored }
             // The write may overflow and entries that can expire are held, so expired ones go
@@ -297,7 +305,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
         var graveyard = Graveyard(recording: removals?.isActive() ?? false)
         let result = locked.withLockUnchecked { state in body(&state, &graveyard) }
         if let departed = graveyard.departed, let removals {
-            for entry in departed { removals.report(entry.key, entry.expired ? .expired : .evicted) }
+            for entry in departed { removals.report(entry.key, entry.kind) }
         }
         withExtendedLifetime(graveyard) {}
         return result
@@ -354,9 +362,10 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     @inlinable
     func read(_ key: Key) -> (value: Value, cost: Int, expiration: Double)? {
         let hash = key.hashValue
-        var now: Double? = readsClockBeforeLocking ? currentTime() : nil
+        var now: Double? = readsClockBeforeLocking || !stampsWithCoarseClock ? currentTime() : nil
+        let stamp = stampTime(now)
         while true {
-            let result = locked.withLockUnchecked { state in state.read(key, hash: hash, now: now) }
+            let result = locked.withLockUnchecked { state in state.read(key, hash: hash, now: now, stamp: stamp) }
             switch result {
             case .hit(let value, let cost, let expiration):
                 return (value, cost, expiration)
@@ -384,6 +393,14 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     @inlinable
     func currentTime() -> Double {
         clock().timeIntervalSinceReferenceDate
+    }
+
+    /// The time to stamp an entry with as it is written or read: `now` when the caller has
+    /// read the clock, else the coarse system clock (or the injected clock).
+    @inlinable @inline(__always)
+    func stampTime(_ now: Double?) -> Double {
+        if let now { return now }
+        return stampsWithCoarseClock ? CoarseClock.now() : currentTime()
     }
 
     /// The ``CacheCostMeasurable`` measure when `Value` conforms, looked up once.

@@ -28,6 +28,17 @@ public protocol LocalCacheTier: CacheTier {
     /// Expiry-only update; see ``CacheTier/setExpiry(_:forKey:)``.
     @discardableResult
     func setExpiry(_ expiry: Expiry, forKey key: String) throws -> Bool
+    /// Removes the values written, or last used, before `date`, except those of `spared` keys;
+    /// returns the keys removed. See ``DiskStore/trim(toDate:by:)``.
+    func trim(toDate date: Date, by age: EntryAge, sparing spared: Set<String>) throws -> [String]
     /// Releases the tier's resources.
     func close()
+}
+
+extension LocalCacheTier {
+    /// A tier that keeps no times cannot trim by age: this default throws
+    /// ``StorageError/Code/invalidInput`` naming the tier.
+    public func trim(toDate date: Date, by age: EntryAge, sparing spared: Set<String>) throws -> [String] {
+        throw StorageError.invalidInput("the tier \(tierID) keeps no times and cannot trim by age")
+    }
 }
