@@ -68,7 +68,7 @@ struct DiskFormatUpgradeTests {
         let store = try makeStore()
         let connection = try indexConnection()
         defer { connection.close() }
-        #expect(try connection.scalarInt64("PRAGMA user_version") == 2)
+        #expect(try connection.scalarInt64("PRAGMA user_version") == DiskIndex.schemaVersion)
         #expect(try connection.scalarInt64("SELECT count(*) FROM entries WHERE crc_kind = 0") == 9)
         // And verification checks the old rows (the expired one included) with their own
         // checksum and the key digest, and finds them intact

@@ -25,7 +25,7 @@ import Foundation
 ///   (zlib) of the stored bytes alone, as schema 1 wrote it (the row's `hash` must then match
 ///   the key's digest).
 final class DiskIndex {
-    static let schemaVersion: Int64 = 2
+    static let schemaVersion: Int64 = 3
 
     /// A row as the read path needs it.
     struct Location {
@@ -47,6 +47,9 @@ final class DiskIndex {
         var expires: Int64?
         var inlineData: Data?
         var metadata: Data?
+        /// The sliding lifetime in milliseconds (schema 3): each read extends `expires` to the
+        /// read's time plus this.
+        var sliding: Int64?
     }
 
     /// A row to insert or replace.
@@ -62,6 +65,7 @@ final class DiskIndex {
         var expires: Int64?
         var inlineData: Data?
         var metadata: Data?
+        var sliding: Int64?
     }
 
     /// An entry eviction may remove.
@@ -76,6 +80,25 @@ final class DiskIndex {
     struct Access {
         var rowID: Int64
         var time: Int64
+    }
+
+    /// A sliding lifetime renewed by a read, written with the next ranking of reads: the row a
+    /// disk read found, or the key a faster tier served (``Storage``'s memory hits).
+    struct Extension {
+        enum Target {
+            case row(Int64)
+            case key(String)
+        }
+        var target: Target
+        /// The new expiry, in milliseconds; an expiry already later is kept.
+        var expires: Int64
+    }
+
+    /// What the read log hands to a ranking: reads in order, and the lifetimes they renewed.
+    struct PendingReads {
+        var accesses: [Access] = []
+        var extensions: [Extension] = []
+        var isEmpty: Bool { accesses.isEmpty && extensions.isEmpty }
     }
 
     let connection: SQLiteConnection
@@ -127,15 +150,16 @@ final class DiskIndex {
         try Self.migrate(connection)
         reads = try DiskIndexReader(connection: connection)
 
-        let columns = "key, hash, file, size, original_size, encoding, crc, crc_kind, created, accessed, seq, expires, data, metadata"
+        let columns = "key, hash, file, size, original_size, encoding, crc, crc_kind, created, accessed, seq, expires, data, metadata, sliding"
         selectFile = try connection.statement("SELECT file FROM entries WHERE key = ?")
         // `accessed` and `seq` in `entries` are schema 1's; schema 2 keeps recency in `access`.
         upsert = try connection.statement("""
-            INSERT INTO entries (\(columns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8, ?8, 0, ?9, ?10, ?11)
+            INSERT INTO entries (\(columns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8, ?8, 0, ?9, ?10, ?11, ?12)
             ON CONFLICT (key) DO UPDATE SET hash = excluded.hash, file = excluded.file, size = excluded.size,
                 original_size = excluded.original_size, encoding = excluded.encoding, crc = excluded.crc,
                 crc_kind = excluded.crc_kind, created = excluded.created, accessed = excluded.accessed,
-                expires = excluded.expires, data = excluded.data, metadata = excluded.metadata
+                expires = excluded.expires, data = excluded.data, metadata = excluded.metadata,
+                sliding = excluded.sliding
             """)
         selectRowID = try connection.statement("SELECT rowid FROM entries WHERE key = ?")
         upsertAccess = try connection.statement("""
@@ -247,6 +271,12 @@ final class DiskIndex {
         PRAGMA user_version = 2;
         """
 
+    /// Schema 2 → 3: a sliding lifetime per row (`NULL`: a fixed expiry).
+    private static let upgrade2To3 = """
+        ALTER TABLE entries ADD COLUMN sliding INTEGER;
+        PRAGMA user_version = 3;
+        """
+
     /// Creates the schema in a new database, upgrades an older one, or checks that an existing
     /// one is ours.
     private static func migrate(_ connection: SQLiteConnection) throws {
@@ -274,6 +304,10 @@ final class DiskIndex {
             }
             if current == 1 {
                 try connection.execute(upgrade1To2)
+                current = 2
+            }
+            if current == 2 {
+                try connection.execute(upgrade2To3)
             }
         }
     }
@@ -347,6 +381,7 @@ final class DiskIndex {
             try statement.bind(row.expires, at: 9)
             try statement.bind(row.inlineData, at: 10)
             try statement.bind(row.metadata, at: 11)
+            try statement.bind(row.sliding, at: 12)
             try statement.step()
         }
         var rowID = sqlite3_last_insert_rowid(connection.handle)
@@ -390,6 +425,36 @@ final class DiskIndex {
         }
         return sequence
     }
+
+    /// Writes renewed sliding lifetimes (call inside a transaction, with the reads' ranking).
+    /// Only rows that still have a sliding lifetime change, and never to expire sooner.
+    func extendLifetimes(_ extensions: [Extension]) throws {
+        // The last renewal of each row or key is the latest: write only that one.
+        var rows = Set<Int64>(), keys = Set<String>()
+        for renewal in extensions.reversed() {
+            switch renewal.target {
+            case .row(let rowID):
+                guard rows.insert(rowID).inserted else { continue }
+                try connection.statement(Self.extendRowSQL).withReset { statement in
+                    try statement.bind(rowID, at: 1)
+                    try statement.bind(renewal.expires, at: 2)
+                    try statement.step()
+                }
+            case .key(let key):
+                guard keys.insert(key).inserted else { continue }
+                try connection.statement(Self.extendKeySQL).withReset { statement in
+                    try statement.bind(key, at: 1)
+                    try statement.bind(renewal.expires, at: 2)
+                    try statement.step()
+                }
+            }
+        }
+    }
+
+    static let extendRowSQL =
+        "UPDATE entries SET expires = ?2 WHERE rowid = ?1 AND sliding IS NOT NULL AND expires < ?2"
+    static let extendKeySQL =
+        "UPDATE entries SET expires = ?2 WHERE key = ?1 AND sliding IS NOT NULL AND expires < ?2"
 
     /// For each recorded read, whether it is the last read of its row in `accesses`.
     ///
@@ -554,6 +619,17 @@ final class DiskIndex {
     }
 }
 
+extension DiskIndex.Location {
+    /// The expiry a read at `now` renews a sliding lifetime to, or `nil` when the row has a
+    /// fixed expiry (or an expiry already later).
+    func renewedExpiry(at now: Int64) -> Int64? {
+        guard let sliding, let expires else { return nil }
+        let (renewed, overflow) = now.addingReportingOverflow(sliding)
+        let end = overflow ? Int64.max : renewed
+        return end > expires ? end : nil
+    }
+}
+
 @available(*, unavailable)
 extension DiskIndex: Sendable {}
 
@@ -571,5 +647,13 @@ extension Date {
 
     init(milliseconds: Int64) {
         self.init(timeIntervalSince1970: Double(milliseconds) / 1_000)
+    }
+}
+
+extension TimeInterval {
+    /// This many seconds in whole milliseconds (rounded to the nearest), the index's unit.
+    var milliseconds: Int64 {
+        let value = (self * 1_000).rounded()
+        return value >= Double(Int64.max) ? .max : value <= Double(Int64.min) ? .min : Int64(value)
     }
 }

@@ -23,7 +23,7 @@ final class DiskIndexReader {
         // One descent of the unique key index, then the row by id; the key digest is read only
         // for schema-1 rows (see `location(forKey:)`).
         selectLocation = try connection.statement("""
-            SELECT rowid, file, size, original_size, encoding, crc, crc_kind, created, expires, data, metadata, hash
+            SELECT rowid, file, size, original_size, encoding, crc, crc_kind, created, expires, data, metadata, hash, sliding
             FROM entries WHERE key = ?
             """)
         selectAttributes = try connection.statement("""
@@ -64,7 +64,8 @@ final class DiskIndexReader {
                 created: statement.int64(7),
                 expires: statement.optionalInt64(8),
                 inlineData: statement.data(9),
-                metadata: statement.data(10))
+                metadata: statement.data(10),
+                sliding: statement.optionalInt64(12))
         }
     }
 

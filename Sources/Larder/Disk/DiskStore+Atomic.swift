@@ -30,6 +30,7 @@ extension DiskStore {
         let now = configuration.now().milliseconds
         let taken: (location: DiskIndex.Location, isExpired: Bool)? = try withLiveIndex { state, index in
             let taken: (location: DiskIndex.Location, isExpired: Bool)? = try index.connection.transaction {
+                try flushAccesses(index: index)  // renewed lifetimes first
                 guard let location = try index.reads.location(forKey: key) else { return nil }
                 _ = try index.delete(rowID: location.rowID)
                 return (location, location.expires.map { $0 <= now } ?? false)
@@ -59,7 +60,7 @@ extension DiskStore {
         readers.withLock { $0.log.hits += 1 }
         return TierEntry(
             data: data, expirationDate: taken.location.expires.map(Date.init(milliseconds:)),
-            metadata: taken.location.metadata)
+            metadata: taken.location.metadata, slidingInterval: taken.location.sliding.map { Double($0) / 1_000 })
     }
 
     /// Removes the entry for `key` and returns its value; see ``takeEntry(forKey:)``.
@@ -85,10 +86,13 @@ extension DiskStore {
         }
         return try withLiveIndex { _, index in
             try index.connection.transaction {
-                try index.connection.statement(Self.updateExpirySQL).withReset { statement in
+                // Renewals logged before this call land first, so they cannot undo it.
+                try flushAccesses(index: index)
+                return try index.connection.statement(Self.updateExpirySQL).withReset { statement in
                     try statement.bind(expires, at: 1)
                     try statement.bind(key, at: 2)
                     try statement.bind(nowMilliseconds, at: 3)
+                    try statement.bind(expiry.slidingInterval?.milliseconds, at: 4)
                     guard try statement.step() else { return false }
                     while try statement.step() {}
                     return true
@@ -98,5 +102,5 @@ extension DiskStore {
     }
 
     static let updateExpirySQL =
-        "UPDATE entries SET expires = ?1 WHERE key = ?2 AND (expires IS NULL OR expires > ?3) RETURNING rowid"
+        "UPDATE entries SET expires = ?1, sliding = ?4 WHERE key = ?2 AND (expires IS NULL OR expires > ?3) RETURNING rowid"
 }

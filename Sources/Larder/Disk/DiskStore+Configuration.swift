@@ -120,7 +120,7 @@ extension DiskStore {
             switch defaultExpiry {
             case .never:
                 break
-            case .seconds(let seconds):
+            case .seconds(let seconds), .sliding(let seconds):
                 guard seconds.isFinite && seconds > 0 else {
                     throw invalid("defaultExpiry", defaultExpiry, "seconds must be positive and finite")
                 }

@@ -12,7 +12,10 @@ extension DiskStore {
         var total = 0
         while true {
             let batch: (count: Int, files: [String]) = try withLiveIndex { state, index in
-                let batch = try index.connection.transaction { try index.deleteExpired(now: now, limit: Self.batchSize) }
+                let batch = try index.connection.transaction {
+                    try flushAccesses(index: index)  // renewed lifetimes first
+                    return try index.deleteExpired(now: now, limit: Self.batchSize)
+                }
                 state.statistics.expirations += batch.count
                 for key in batch.keys { state.recordRemoval(key, .expired) }
                 return (batch.count, batch.files)

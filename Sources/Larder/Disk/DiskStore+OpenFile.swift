@@ -41,15 +41,20 @@ extension DiskStore {
             }
             let now = configuration.now().milliseconds
             if let expires = location.expires, expires <= now {
+                if location.sliding != nil, hasPendingRenewals {
+                    writePendingRenewals()
+                    continue
+                }
                 try removeExpiredEntry(key: key, location: location)
                 countMiss()
                 return nil
             }
             if let handle = try openVerified(location, key: key) {
-                recordHit(rowID: location.rowID, now: now)
+                let renewed = location.renewedExpiry(at: now)
+                recordHit(rowID: location.rowID, now: now, renewing: renewed)
                 return OpenedValue(
                     fileHandle: handle, size: location.originalSize,
-                    expirationDate: location.expires.map(Date.init(milliseconds:)), metadata: location.metadata)
+                    expirationDate: (renewed ?? location.expires).map(Date.init(milliseconds:)), metadata: location.metadata)
             }
             if try drop(key: key, location: location) {
                 countMiss()

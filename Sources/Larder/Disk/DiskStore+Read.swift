@@ -20,7 +20,9 @@ extension DiskStore {
     /// - Returns: `nil` on a miss, like ``value(forKey:)``.
     public func entry(forKey key: String) throws -> TierEntry? {
         try dataWithEntryLocation(forKey: key).map {
-            TierEntry(data: $0.data, expirationDate: $0.location.expires.map(Date.init(milliseconds:)), metadata: $0.location.metadata)
+            TierEntry(
+                data: $0.data, expirationDate: $0.location.expires.map(Date.init(milliseconds:)),
+                metadata: $0.location.metadata, slidingInterval: $0.location.sliding.map { Double($0) / 1_000 })
         }
     }
 
@@ -36,12 +38,22 @@ extension DiskStore {
                 let now = configuration.now().milliseconds
                 if let expires = location.expires, expires <= now { return (.expired(location), .miss) }
                 guard let data = try decode(location, key: key) else { return (.damaged(location), .none) }
-                return (.found(data, location), .hit(DiskIndex.Access(rowID: location.rowID, time: now)))
+                let access = DiskIndex.Access(rowID: location.rowID, time: now)
+                guard let renewed = location.renewedExpiry(at: now) else { return (.found(data, location), .hit(access)) }
+                // A sliding lifetime: renewed now for this caller, written with the ranking.
+                var renewedLocation = location
+                renewedLocation.expires = renewed
+                return (.found(data, renewedLocation), .slidingHit(access, expires: renewed))
             }
             switch lookup {
             case .missing:
                 return nil
             case .expired(let location):
+                // A renewal this process logged may keep it alive: write those, then look again.
+                if location.sliding != nil, hasPendingRenewals {
+                    writePendingRenewals()
+                    continue
+                }
                 try removeExpiredEntry(key: key, location: location)
                 return nil
             case .found(let data, let location):
@@ -126,8 +138,14 @@ extension DiskStore {
     /// an access.
     public func containsValue(forKey key: String) throws -> Bool {
         let now = configuration.now().milliseconds
-        guard let expires = try withReader({ try $0.expiry(forKey: key) }) else { return false }
-        return expires.map { $0 > now } ?? true
+        for attempt in 0..<2 {
+            guard let expires = try withReader({ try $0.expiry(forKey: key) }) else { return false }
+            if expires.map({ $0 > now }) ?? true { return true }
+            // Expired in the index, unless a renewal this process logged says otherwise.
+            guard attempt == 0, hasPendingRenewals else { return false }
+            writePendingRenewals()
+        }
+        return false
     }
 
     /// The index's record of `key` — sizes, encoding, dates, metadata — without reading the
@@ -137,6 +155,7 @@ extension DiskStore {
     /// are ranked in batches.
     public func attributes(forKey key: String) throws -> Attributes? {
         let now = configuration.now().milliseconds
+        writePendingRenewals()
         guard let (attributes, expires) = try withReader({ try $0.attributes(forKey: key) }) else { return nil }
         if let expires, expires <= now { return nil }
         return attributes
@@ -147,6 +166,7 @@ extension DiskStore {
     /// - Complexity: O(*n*) in the number of entries.
     public func keys() throws -> [String] {
         let now = configuration.now().milliseconds
+        writePendingRenewals()
         return try withReader { try $0.keys(now: now) }
     }
 
@@ -154,6 +174,7 @@ extension DiskStore {
     /// index, not a full scan).
     public func keys(withPrefix prefix: String) throws -> [String] {
         let now = configuration.now().milliseconds
+        writePendingRenewals()
         return try withReader { try $0.keys(withPrefix: prefix, now: now) }
     }
 

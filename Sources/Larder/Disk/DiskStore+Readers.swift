@@ -24,6 +24,8 @@ extension DiskStore {
         case miss
         /// A hit, logged for least-recently-used order.
         case hit(DiskIndex.Access)
+        /// A hit that renewed a sliding lifetime to `expires`, logged with it.
+        case slidingHit(DiskIndex.Access, expires: Int64)
     }
 
     /// Runs `body` with a pooled read connection, outside the writer's lock.
@@ -84,6 +86,9 @@ extension DiskStore {
                 return false
             case .hit(let access):
                 return pool.log.logHit(access)
+            case .slidingHit(let access, let expires):
+                pool.log.extensions.append(DiskIndex.Extension(target: .row(access.rowID), expires: expires))
+                return pool.log.logHit(access)
             }
         }
     }
@@ -107,10 +112,38 @@ extension DiskStore {
         readers.withLock { $0.log.misses += 1 }
     }
 
-    /// Logs a hit found outside ``withRecordingReader(_:)`` (an opened file), ranking the log
-    /// when it is due.
-    func recordHit(rowID: Int64, now: Int64) {
-        if readers.withLock({ $0.log.logHit(DiskIndex.Access(rowID: rowID, time: now)) }) { flushLoggedReads() }
+    /// Logs a hit found outside ``withRecordingReader(_:)`` (an opened file), with the sliding
+    /// lifetime it renewed, ranking the log when it is due.
+    func recordHit(rowID: Int64, now: Int64, renewing expires: Int64? = nil) {
+        let due = readers.withLock { pool in
+            if let expires { pool.log.extensions.append(DiskIndex.Extension(target: .row(rowID), expires: expires)) }
+            return pool.log.logHit(DiskIndex.Access(rowID: rowID, time: now))
+        }
+        if due { flushLoggedReads() }
+    }
+
+    /// Logs that a faster tier served `key`, renewing its sliding lifetime here to `expires`
+    /// (written with the next ranking of reads; nothing if the entry has no sliding lifetime).
+    func renewSlidingLifetime(forKey key: String, until expires: Date) {
+        let now = configuration.now().milliseconds
+        let due = readers.withLock { pool in
+            pool.log.extensions.append(DiskIndex.Extension(target: .key(key), expires: expires.milliseconds))
+            let oldest = pool.log.oldestPending ?? now
+            pool.log.oldestPending = oldest
+            return pool.log.extensions.count >= Self.accessFlushCount || now - oldest >= Self.accessFlushDelay
+        }
+        if due { flushLoggedReads() }
+    }
+
+    /// Whether renewed lifetimes wait in the log: an entry the index shows expired may be live.
+    var hasPendingRenewals: Bool {
+        readers.withLock { !$0.log.extensions.isEmpty }
+    }
+
+    /// Writes the logged reads now when renewed lifetimes wait among them, so that a read of
+    /// the index sees every lifetime this process renewed.
+    func writePendingRenewals() {
+        if hasPendingRenewals { flushLoggedReads() }
     }
 
     /// Ranks the logged reads into the index. They are taken from the log under the writer's
@@ -121,7 +154,10 @@ extension DiskStore {
             let due = readers.withLock { $0.log.takePending() }
             guard !due.isEmpty else { return }
             do {
-                try index.connection.transaction { _ = try index.recordAccesses(due) }
+                try index.connection.transaction {
+                    _ = try index.recordAccesses(due.accesses)
+                    try index.extendLifetimes(due.extensions)
+                }
             } catch {
                 restorePendingAccesses(due)
                 throw error
@@ -136,21 +172,29 @@ extension DiskStore {
     func flushAccesses(index: DiskIndex, reserving: Int64 = 0) throws -> Int64 {
         let due = readers.withLock { $0.log.takePending() }
         do {
-            return try index.recordAccesses(due, reserving: reserving)
+            let sequence = try index.recordAccesses(due.accesses, reserving: reserving)
+            try index.extendLifetimes(due.extensions)
+            return sequence
         } catch {
             restorePendingAccesses(due)
             throw error
         }
     }
 
-    private func restorePendingAccesses(_ accesses: [DiskIndex.Access]) {
-        guard !accesses.isEmpty else { return }
+    private func restorePendingAccesses(_ due: DiskIndex.PendingReads) {
+        guard !due.isEmpty else { return }
         readers.withLock { pool in
-            pool.log.pending.insert(contentsOf: accesses, at: 0)
+            pool.log.pending.insert(contentsOf: due.accesses, at: 0)
             if pool.log.pending.count > Self.accessBacklogLimit {
                 pool.log.pending.removeFirst(pool.log.pending.count - Self.accessBacklogLimit)
             }
-            pool.log.oldestPending = pool.log.oldestPending.map { min($0, accesses[0].time) } ?? accesses[0].time
+            pool.log.extensions.insert(contentsOf: due.extensions, at: 0)
+            if pool.log.extensions.count > Self.accessBacklogLimit {
+                pool.log.extensions.removeFirst(pool.log.extensions.count - Self.accessBacklogLimit)
+            }
+            if let first = due.accesses.first {
+                pool.log.oldestPending = pool.log.oldestPending.map { min($0, first.time) } ?? first.time
+            }
         }
     }
 
@@ -171,11 +215,12 @@ extension DiskStore.ReadLog {
         return pending.count >= DiskStore.accessFlushCount || access.time - oldest >= DiskStore.accessFlushDelay
     }
 
-    /// Empties the log of pending reads and returns them, in read order.
-    mutating func takePending() -> [DiskIndex.Access] {
-        let due = pending
+    /// Empties the log of pending reads and renewals and returns them, in read order.
+    mutating func takePending() -> DiskIndex.PendingReads {
+        let due = DiskIndex.PendingReads(accesses: pending, extensions: extensions)
         pending = []
         pending.reserveCapacity(DiskStore.accessFlushCount)
+        extensions = []
         oldestPending = nil
         return due
     }

@@ -70,15 +70,19 @@ extension DiskStore {
             key: key, hash: hash, file: file, size: stored.count, originalSize: data.count, encoding: encoding,
             crc: Self.checksum(key: key, stored: stored), created: nowMilliseconds,
             expires: expiry.expirationDate(from: now)?.milliseconds,
-            inlineData: inline ? stored : nil, metadata: metadata)
+            inlineData: inline ? stored : nil, metadata: metadata, sliding: expiry.slidingInterval?.milliseconds)
 
         let obsolete: [String]?
         do {
             obsolete = try withLiveIndex { state, index in
                 let obsolete: [String]? = try index.connection.transaction {
-                    if onlyIfAbsent, case let expires? = try index.reads.expiry(forKey: key),
-                       expires.map({ $0 > nowMilliseconds }) ?? true {
-                        return nil
+                    if onlyIfAbsent {
+                        // Lifetimes this process renewed decide whether the entry is live.
+                        if hasPendingRenewals { try flushAccesses(index: index) }
+                        if case let expires? = try index.reads.expiry(forKey: key),
+                           expires.map({ $0 > nowMilliseconds }) ?? true {
+                            return nil
+                        }
                     }
                     // Reads logged before this write rank before it.
                     let sequence = try flushAccesses(index: index, reserving: 1)

@@ -101,6 +101,8 @@ public final class DiskStore: Sendable {
         var hits = 0
         var misses = 0
         var pending: [DiskIndex.Access] = []
+        /// Sliding lifetimes renewed by logged reads, written with their ranking.
+        var extensions: [DiskIndex.Extension] = []
         var oldestPending: Int64?
     }
 

@@ -28,7 +28,8 @@ extension MemoryStore {
             case .absent, .needsClock: break
             }
             return state.insert(
-                value, forKey: key, hash: hash, cost: cost, expiration: expiration, now: now, stamp: now,
+                value, forKey: key, hash: hash, cost: cost, expiration: expiration,
+                sliding: (expiry ?? defaultExpiry).slidingInterval ?? 0, now: now, stamp: now,
                 into: &graveyard) ?? false
         }
     }
@@ -61,7 +62,8 @@ extension MemoryStore {
         let expiration = expirationTime(for: expiry, now: now)
         let hash = key.hashValue
         return withStateReleasingRemoved { state, graveyard in
-            state.updateExpiration(of: key, hash: hash, to: expiration, now: now, into: &graveyard)
+            state.updateExpiration(
+                of: key, hash: hash, to: expiration, sliding: expiry.slidingInterval ?? 0, now: now, into: &graveyard)
         }
     }
 
@@ -69,7 +71,7 @@ extension MemoryStore {
     func expirationTime(for expiry: Expiry, now: Double) -> Double {
         switch expiry {
         case .never: return .infinity
-        case .seconds(let seconds): return now + seconds
+        case .seconds(let seconds), .sliding(let seconds): return now + seconds
         case .date(let date): return date.timeIntervalSinceReferenceDate
         }
     }
@@ -79,7 +81,8 @@ extension MemoryStore.State {
     /// Moves the live entry for `key` to expire at `expiration`; an entry already expired at
     /// `now`, or moved to expire by then, is removed. Returns whether a live entry was there.
     mutating func updateExpiration(
-        of key: Key, hash: Int, to expiration: Double, now: Double, into graveyard: inout MemoryStore.Graveyard
+        of key: Key, hash: Int, to expiration: Double, sliding: Double, now: Double,
+        into graveyard: inout MemoryStore.Graveyard
     ) -> Bool {
         guard let slot = slot(of: key, hash: hash) else { return false }
         let old = slots[slot].unsafelyUnwrapped.expiration
@@ -93,6 +96,7 @@ extension MemoryStore.State {
             return true
         }
         slots[slot]!.expiration = expiration
+        slots[slot]!.sliding = sliding
         if old == .infinity {
             if expiration != .infinity { expiry.insert(slot, expiration: expiration) }
         } else if expiration == .infinity {

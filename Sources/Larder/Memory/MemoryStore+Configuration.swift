@@ -218,7 +218,7 @@ extension MemoryStore.Configuration {
         switch defaultExpiry {
         case .never:
             break
-        case .seconds(let seconds):
+        case .seconds(let seconds), .sliding(let seconds):
             if !(seconds.isFinite && seconds > 0) {
                 throw invalid("defaultExpiry", defaultExpiry, "seconds must be positive and finite")
             }

@@ -14,14 +14,18 @@ extension MemoryStore {
         public var value: Value
         /// The cost the entry is charged against the limits.
         public var cost: Int
-        /// The moment the entry expires, or `nil` when it never does.
+        /// The moment the entry expires, or `nil` when it never does (for a sliding lifetime:
+        /// as this read renewed it).
         public var expirationDate: Date?
+        /// The lifetime each read renews, for an entry written with ``Expiry/sliding(_:)``.
+        public var slidingInterval: TimeInterval?
 
         /// Creates an entry.
-        public init(value: Value, cost: Int, expirationDate: Date?) {
+        public init(value: Value, cost: Int, expirationDate: Date?, slidingInterval: TimeInterval? = nil) {
             self.value = value
             self.cost = cost
             self.expirationDate = expirationDate
+            self.slidingInterval = slidingInterval
         }
     }
 }

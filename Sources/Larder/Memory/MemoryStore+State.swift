@@ -20,9 +20,14 @@ extension MemoryStore {
         /// date, on the store's stamp clock), for ``MemoryStore/trim(toDate:by:)``.
         @usableFromInline var written: Double
         @usableFromInline var used: Double
+        /// The lifetime each read renews (``Expiry/sliding(_:)``), in seconds; `0` for a fixed
+        /// expiry.
+        @usableFromInline var sliding: Double
 
         @inlinable
-        init(key: Key, hash: Int, value: Value, cost: Int, expiration: Double, bucket: Int?, stamp: Double) {
+        init(
+            key: Key, hash: Int, value: Value, cost: Int, expiration: Double, sliding: Double, bucket: Int?, stamp: Double
+        ) {
             self.key = key
             self.hash = hash
             self.value = value
@@ -31,12 +36,13 @@ extension MemoryStore {
             self.bucket = bucket
             self.written = stamp
             self.used = stamp
+            self.sliding = sliding
         }
     }
 
     @usableFromInline
     enum ReadResult {
-        case hit(Value, cost: Int, expiration: Double)
+        case hit(Value, cost: Int, expiration: Double, sliding: Double)
         case miss
         case expired(Value)
         case needsClock
@@ -84,7 +90,8 @@ extension MemoryStore {
                 statistics.misses += 1
                 return .miss
             }
-            let expiration = slots[slot].unsafelyUnwrapped.expiration
+            var expiration = slots[slot].unsafelyUnwrapped.expiration
+            let sliding = slots[slot].unsafelyUnwrapped.sliding
             if expiration != .infinity {
                 guard let now else { return .needsClock }
                 if expiration <= now {
@@ -92,11 +99,19 @@ extension MemoryStore {
                     statistics.expirations += 1
                     return .expired(removeSlot(slot).value)
                 }
+                if sliding > 0, now + sliding > expiration {
+                    // A sliding lifetime starts again at each read.
+                    expiration = now + sliding
+                    slots[slot]!.expiration = expiration
+                    expiry.update(slot, expiration: expiration)
+                }
             }
             statistics.hits += 1
             slots[slot]!.used = stamp
             policy.didAccess(slot, bucket: slots[slot].unsafelyUnwrapped.bucket)
-            return .hit(slots[slot].unsafelyUnwrapped.value, cost: slots[slot].unsafelyUnwrapped.cost, expiration: expiration)
+            return .hit(
+                slots[slot].unsafelyUnwrapped.value, cost: slots[slot].unsafelyUnwrapped.cost, expiration: expiration,
+                sliding: sliding)
         }
 
         @inlinable
@@ -124,8 +139,8 @@ extension MemoryStore {
         /// expire are held and `now` is `nil`: the caller reads the clock and calls again.
         @inlinable
         mutating func insert(
-            _ value: Value, forKey key: Key, hash: Int, cost: Int, expiration: Double, now: Double?, stamp: Double,
-            into graveyard: inout Graveyard
+            _ value: Value, forKey key: Key, hash: Int, cost: Int, expiration: Double, sliding: Double = 0,
+            now: Double?, stamp: Double, into graveyard: inout Graveyard
         ) -> Bool? {
             guard
                 limits.countLimit > 0,
@@ -161,6 +176,7 @@ extension MemoryStore {
                 slots[slot]!.bucket = bucket
                 slots[slot]!.written = stamp
                 slots[slot]!.used = stamp
+                slots[slot]!.sliding = sliding
                 graveyard.bury(old)
                 if oldExpiration != expiration {
                     if oldExpiration == .infinity {
@@ -175,7 +191,9 @@ extension MemoryStore {
             } else {
                 if freeCount == 0 {
                     slot = slots.count
-                    slots.append(Slot(key: key, hash: hash, value: value, cost: cost, expiration: expiration, bucket: bucket, stamp: stamp))
+                    slots.append(Slot(
+                        key: key, hash: hash, value: value, cost: cost, expiration: expiration, sliding: sliding,
+                        bucket: bucket, stamp: stamp))
                 } else {
                     freeCount &-= 1
                     slot = freeSlots[freeCount]
@@ -184,7 +202,9 @@ extension MemoryStore {
                     // of both the temporary and the old `nil`).
                     slots.withUnsafeMutableBufferPointer { slots in
                         (slots.baseAddress.unsafelyUnwrapped + slot).initialize(
-                            to: Slot(key: key, hash: hash, value: value, cost: cost, expiration: expiration, bucket: bucket, stamp: stamp))
+                            to: Slot(
+                                key: key, hash: hash, value: value, cost: cost, expiration: expiration, sliding: sliding,
+                                bucket: bucket, stamp: stamp))
                     }
                 }
                 index.insert(slot: slot, hash: hash, at: ~probe)

@@ -129,7 +129,8 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
             value: found.value,
             cost: found.cost,
             expirationDate: found.expiration == .infinity
-                ? nil : Date(timeIntervalSinceReferenceDate: found.expiration)
+                ? nil : Date(timeIntervalSinceReferenceDate: found.expiration),
+            slidingInterval: found.sliding > 0 ? found.sliding : nil
         )
     }
 
@@ -210,7 +211,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
         case .never:
             expiration = .infinity
             now = nil
-        case .seconds(let seconds):
+        case .seconds(let seconds), .sliding(let seconds):
             precondition(seconds.isFinite, "MemoryStore: expiry seconds must be finite (got \(seconds))")
             let time = currentTime()
             now = time
@@ -226,8 +227,8 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
         while true {
             let stored = withStateReleasingRemoved { state, graveyard in
                 state.insert(
-                    value, forKey: key, hash: hash, cost: cost, expiration: expiration, now: time, stamp: stamp,
-                    into: &graveyard)
+                    value, forKey: key, hash: hash, cost: cost, expiration: expiration,
+                    sliding: (expiry ?? defaultExpiry).slidingInterval ?? 0, now: time, stamp: stamp, into: &graveyard)
             }
             if let stored { return stored }
             // The write may overflow and entries that can expire are held, so expired ones go
@@ -360,15 +361,15 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     // MARK: - Internals
 
     @inlinable
-    func read(_ key: Key) -> (value: Value, cost: Int, expiration: Double)? {
+    func read(_ key: Key) -> (value: Value, cost: Int, expiration: Double, sliding: Double)? {
         let hash = key.hashValue
         var now: Double? = readsClockBeforeLocking || !stampsWithCoarseClock ? currentTime() : nil
         let stamp = stampTime(now)
         while true {
             let result = locked.withLockUnchecked { state in state.read(key, hash: hash, now: now, stamp: stamp) }
             switch result {
-            case .hit(let value, let cost, let expiration):
-                return (value, cost, expiration)
+            case .hit(let value, let cost, let expiration, let sliding):
+                return (value, cost, expiration, sliding)
             case .miss:
                 return nil
             case .expired(let dropped):

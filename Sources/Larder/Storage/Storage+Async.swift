@@ -250,7 +250,7 @@ extension Storage where Value: Sendable {
         token: KeyTurns<Key>.Token, sharedToken: KeyTurns<Key>.Token
     ) async throws {
         let shared = self.tiers[position] as? any SharedCacheTier
-        var expiry = found.expirationDate.map(Expiry.date) ?? .never
+        var expiry = found.expiry
         if let shared {
             if shared.localCopyMaxAge == .zero { return }
             if let maxAge = shared.localCopyMaxAge {

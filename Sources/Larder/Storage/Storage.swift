@@ -162,10 +162,19 @@ public final class Storage<Key: CacheKey, Value> {
         guard tiers.includesMemory else { return nil }
         if let found = memory.entry(forKey: key) {
             counters.memoryHits.add(1, ordering: .relaxed)
+            if found.slidingInterval != nil, let renewed = found.expirationDate { renewBelowMemory(key, until: renewed) }
             return Entry(value: found.value, tier: .memory, expirationDate: found.expirationDate)
         }
         counters.memoryMisses.add(1, ordering: .relaxed)
         return nil
+    }
+
+    /// A memory hit renewed a sliding lifetime: the disk tiers' copies are renewed too, in their
+    /// read logs (written with their next ranking of reads, never on this read's path).
+    @usableFromInline
+    func renewBelowMemory(_ key: Key, until renewed: Date) {
+        let cacheKey = key.cacheKey
+        for case let disk as DiskStore in localTiers { disk.renewSlidingLifetime(forKey: cacheKey, until: renewed) }
     }
 
     /// The rest of a read after a memory miss: each named local tier in order.
@@ -216,7 +225,7 @@ public final class Storage<Key: CacheKey, Value> {
     private func promote(
         _ found: TierEntry, value: Value, cost: Int?, forKey key: Key, above position: Int, tiers: StorageTiers
     ) {
-        let expiry = found.expirationDate.map(Expiry.date) ?? .never
+        let expiry = found.expiry
         for faster in localTiers[..<position] where tiers.contains(faster.tierID) {
             do {
                 try faster.setValue(found.data, forKey: key.cacheKey, expiry: expiry, metadata: found.metadata,

@@ -88,7 +88,7 @@ struct ReferenceMemoryStore<Key: Hashable & Sendable, Value>: MemoryStoreModel {
         let expiration: Double
         switch expiry ?? defaultExpiry {
         case .never: expiration = .infinity
-        case .seconds(let seconds): expiration = now + seconds
+        case .seconds(let seconds), .sliding(let seconds): expiration = now + seconds  // (never given a sliding one)
         case .date(let date): expiration = date.timeIntervalSinceReferenceDate
         }
         var bucket: Int?

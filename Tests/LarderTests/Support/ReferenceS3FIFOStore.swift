@@ -148,7 +148,7 @@ struct ReferenceS3FIFOStore<Key: Hashable & Sendable, Value>: MemoryStoreModel {
         let expiration: Double
         switch expiry ?? defaultExpiry {
         case .never: expiration = .infinity
-        case .seconds(let seconds): expiration = now + seconds
+        case .seconds(let seconds), .sliding(let seconds): expiration = now + seconds  // (never given a sliding one)
         case .date(let date): expiration = date.timeIntervalSinceReferenceDate
         }
         var bucket: Int?
