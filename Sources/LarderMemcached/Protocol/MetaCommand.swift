@@ -30,11 +30,14 @@ public struct MetaCommand: Sendable, Hashable {
 
     /// The command's opaque token, if it carries one.
     var opaque: UInt32? {
-        flags.first("O").flatMap { $0.integerToken }.flatMap { UInt32(exactly: $0) }
+        for flag in flags where flag.code == UInt8(ascii: "O") {
+            return flag.integerToken.flatMap { UInt32(exactly: $0) }
+        }
+        return nil
     }
 
     /// Whether the command is quiet (`q`): its success (or, for `mg`, its miss) is not answered.
-    var isQuiet: Bool { flags.contains("q") }
+    var isQuiet: Bool { flags.contains { $0.code == UInt8(ascii: "q") } }
 
     /// Whether `key` can be sent as is.
     static func isValidKey(_ key: [UInt8]) -> Bool {
@@ -49,35 +52,68 @@ public struct MetaCommandEncoder: MessageToByteEncoder, Sendable {
     public init() {}
 
     public func encode(data command: MetaCommand, out: inout ByteBuffer) throws {
+        try Self.encode(command, appendingOpaque: 0, into: &out)
+    }
+
+    /// Appends `command` to `out`, plus ` O<opaque>` when `opaque` is not 0, with no
+    /// intermediate strings or arrays. On a thrown error `out` is left as it was.
+    ///
+    /// - Throws: ``MemcachedError`` with code `.invalidKey` for a key or flag memcached cannot take.
+    static func encode(_ command: MetaCommand, appendingOpaque opaque: UInt32, into out: inout ByteBuffer) throws {
         switch command.kind {
         case .noop:
             out.writeStaticString("mn\r\n")
             return
-        case .get: out.writeStaticString("mg ")
-        case .set: out.writeStaticString("ms ")
-        case .delete: out.writeStaticString("md ")
+        case .get, .set, .delete:
+            break
         }
         guard MetaCommand.isValidKey(command.key) else {
             throw MemcachedError(.invalidKey, "a memcached key is 1 to 250 printable bytes without spaces")
         }
+        for flag in command.flags where !flag.token.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) {
+            throw MemcachedError(.invalidKey, "flag token \(flag) holds whitespace or control bytes")
+        }
+        switch command.kind {
+        case .get: out.writeStaticString("mg ")
+        case .set: out.writeStaticString("ms ")
+        case .delete: out.writeStaticString("md ")
+        case .noop: break
+        }
         out.writeBytes(command.key)
         if case .set(let value) = command.kind {
-            out.writeStaticString(" ")
-            out.writeString(String(value.readableBytes))
+            out.writeInteger(UInt8(ascii: " "))
+            out.writeDecimal(UInt64(value.readableBytes))
         }
         for flag in command.flags {
-            guard flag.token.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
-                throw MemcachedError(.invalidKey, "flag token \(flag) holds whitespace or control bytes")
-            }
-            out.writeStaticString(" ")
+            out.writeInteger(UInt8(ascii: " "))
             out.writeInteger(flag.code)
             out.writeBytes(flag.token)
         }
+        if opaque != 0 {
+            out.writeStaticString(" O")
+            out.writeDecimal(UInt64(opaque))
+        }
         out.writeStaticString("\r\n")
-        if case .set(let value) = command.kind {
-            var value = value
+        if case .set(var value) = command.kind {
             out.writeBuffer(&value)
             out.writeStaticString("\r\n")
+        }
+    }
+}
+
+extension ByteBuffer {
+    /// Writes `value` in decimal ASCII without building a `String`.
+    mutating func writeDecimal(_ value: UInt64) {
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0) // 24 bytes: room for UInt64.max's 20 digits
+        withUnsafeMutableBytes(of: &digits) { raw in
+            var index = raw.count
+            var rest = value
+            repeat {
+                index -= 1
+                raw[index] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+            } while rest > 0
+            writeBytes(UnsafeRawBufferPointer(rebasing: raw[index...]))
         }
     }
 }

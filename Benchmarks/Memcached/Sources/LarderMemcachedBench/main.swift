@@ -20,12 +20,16 @@ for key in keys {
     try await store.setValue(value, forKey: key, expiry: .never, metadata: nil, isCompressible: false)
 }
 
-func measure(_ name: String, inFlight: Int, _ body: @escaping @Sendable (Int) async throws -> Void) async throws {
+/// Runs `ops` calls of `body` from `inFlight` concurrent tasks; `executor` is the tasks'
+/// executor preference (`nil`: Swift's global executor, as most callers are).
+func measure(
+    _ name: String, inFlight: Int, executor: (any TaskExecutor)? = nil, _ body: @escaping @Sendable (Int) async throws -> Void
+) async throws {
     let clock = ContinuousClock()
     let elapsed = try await clock.measure {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for lane in 0..<inFlight {
-                group.addTask {
+                group.addTask(executorPreference: executor) {
                     for i in stride(from: lane, to: ops, by: inFlight) { try await body(i) }
                 }
             }
@@ -44,6 +48,16 @@ for inFlight in [1, 32] {
         guard try await storage.value(forKey: keys[i % 1_000], tiers: .remote)?.count == 100 else { fatalError("miss") }
     }
     try await measure("store\tset", inFlight: inFlight) { i in
+        try await store.setValue(value, forKey: keys[i % 1_000], expiry: .never, metadata: nil, isCompressible: false)
+    }
+    // The same calls from tasks that run on the connection's event loop (`store.taskExecutor`).
+    try await measure("store-on-loop\tget", inFlight: inFlight, executor: store.taskExecutor) { i in
+        guard try await store.entry(forKey: keys[i % 1_000])?.data.count == 100 else { fatalError("miss") }
+    }
+    try await measure("storage-on-loop\tget", inFlight: inFlight, executor: store.taskExecutor) { i in
+        guard try await storage.value(forKey: keys[i % 1_000], tiers: .remote)?.count == 100 else { fatalError("miss") }
+    }
+    try await measure("store-on-loop\tset", inFlight: inFlight, executor: store.taskExecutor) { i in
         try await store.setValue(value, forKey: keys[i % 1_000], expiry: .never, metadata: nil, isCompressible: false)
     }
 }
