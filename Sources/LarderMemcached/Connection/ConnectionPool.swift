@@ -80,7 +80,7 @@ final class ConnectionPool: Sendable {
             let connection = try await connection(at: index, deadline: deadline)
             // The handler keeps the deadline (one timer per connection) and resumes this task
             // from the event loop; commands queued by many callers leave in one write.
-            let response = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<MetaResponse, any Error>) in
+            let response = try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<MetaResponse, any Error>) in
                 connection.submit(PendingCommand(command: command, promise: ReplySink(continuation), deadline: deadline))
             }
             recordSuccess()
@@ -107,7 +107,7 @@ final class ConnectionPool: Sendable {
         do {
             let connection = try await connection(at: index, deadline: deadline)
             // One wait for the whole batch: the last reply resumes this task.
-            let responses = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[MetaResponse], any Error>) in
+            let responses = try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<[MetaResponse], any Error>) in
                 let collector = BatchCollector(count: commands.count, continuation)
                 connection.submit(commands.enumerated().map { index, command in
                     PendingCommand(command: command, promise: ReplySink(collector, index: index), deadline: deadline)
@@ -260,10 +260,10 @@ final class ConnectionPool: Sendable {
 /// One connection: its channel, its ``MetaRequestHandler`` (touched on the event loop only) and
 /// the queue through which callers on other threads hand it commands.
 ///
-/// A caller off the event loop appends its command under a short lock; the first one to find
-/// the queue idle schedules one event-loop task that takes every queued command, encodes them
-/// into one buffer and flushes once. So 32 concurrent callers cost one hop and one `write`
-/// between them, not 32 of each.
+/// A caller appends its command under a short lock; the first one to find the queue idle
+/// schedules one event-loop task that takes every queued command, encodes them into one buffer
+/// and flushes once. So 32 concurrent callers cost one hop and one `write` between them, not 32
+/// of each.
 final class MetaConnection: Sendable {
     private struct Submissions {
         var commands: [PendingCommand] = []
@@ -281,10 +281,8 @@ final class MetaConnection: Sendable {
     }
 
     func submit(_ command: PendingCommand) {
-        if channel.eventLoop.inEventLoop {
-            handler.value.submit(CollectionOfOne(command))
-            return
-        }
+        // Also from the event loop itself: the drain then runs after the tasks already queued
+        // there (the other callers its last replies resumed), so their commands share the write.
         let schedule: Bool = queue.withLock { queue in
             queue.commands.append(command)
             defer { queue.isScheduled = true }
@@ -294,10 +292,6 @@ final class MetaConnection: Sendable {
     }
 
     func submit(_ commands: [PendingCommand]) {
-        if channel.eventLoop.inEventLoop {
-            handler.value.submit(commands)
-            return
-        }
         let schedule: Bool = queue.withLock { queue in
             queue.commands.append(contentsOf: commands)
             defer { queue.isScheduled = true }
@@ -340,16 +334,16 @@ final class BatchCollector: Sendable {
     private struct State {
         var responses: [MetaResponse?]
         var remaining: Int
-        var continuation: CheckedContinuation<[MetaResponse], any Error>?
+        var continuation: UnsafeContinuation<[MetaResponse], any Error>?
     }
     private let state: Locked<State>
 
-    init(count: Int, _ continuation: CheckedContinuation<[MetaResponse], any Error>) {
+    init(count: Int, _ continuation: UnsafeContinuation<[MetaResponse], any Error>) {
         state = Locked(State(responses: Array(repeating: nil, count: count), remaining: count, continuation: continuation))
     }
 
     func succeed(_ response: MetaResponse, at index: Int) {
-        let finished: (CheckedContinuation<[MetaResponse], any Error>, [MetaResponse])? = state.withLock { state in
+        let finished: (UnsafeContinuation<[MetaResponse], any Error>, [MetaResponse])? = state.withLock { state in
             guard state.continuation != nil, state.responses[index] == nil else { return nil }
             state.responses[index] = response
             state.remaining -= 1

@@ -2,20 +2,21 @@
 import NIOCore
 import Synchronization
 
-/// Where a command's reply goes: a promise, or a waiting task's continuation (resumed straight
-/// from the event loop, saving the hop a future's callback costs). Completes once; later
-/// completions (a write failure after a timeout, say) are ignored.
+/// Where a command's reply goes: a promise, a waiting task's continuation (resumed straight
+/// from the event loop, saving the hop a future's callback costs) or a slot of a batch.
+/// Completes once; later completions (a write failure after a timeout, say) are ignored. That
+/// guard is why an unsafe continuation is enough (a checked one costs an allocation per call).
 final class ReplySink: Sendable {
     private enum Target: Sendable {
         case promise(EventLoopPromise<MetaResponse>)
-        case continuation(CheckedContinuation<MetaResponse, any Error>)
+        case continuation(UnsafeContinuation<MetaResponse, any Error>)
         case batch(BatchCollector, index: Int)
     }
     private let target: Target
     private let isDone = Atomic<Bool>(false)
 
     init(_ promise: EventLoopPromise<MetaResponse>) { target = .promise(promise) }
-    init(_ continuation: CheckedContinuation<MetaResponse, any Error>) { target = .continuation(continuation) }
+    init(_ continuation: UnsafeContinuation<MetaResponse, any Error>) { target = .continuation(continuation) }
     init(_ collector: BatchCollector, index: Int) { target = .batch(collector, index: index) }
 
     func succeed(_ response: MetaResponse) { complete(.success(response)) }

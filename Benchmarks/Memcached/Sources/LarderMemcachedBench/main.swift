@@ -8,10 +8,11 @@ import Larder
 import LarderMemcached
 
 let arguments = CommandLine.arguments
-guard arguments.count == 3, let port = Int(arguments[1]), let ops = Int(arguments[2]) else {
-    print("usage: LarderMemcachedBench PORT OPS")
+guard (3...4).contains(arguments.count), let port = Int(arguments[1]), let ops = Int(arguments[2]) else {
+    print("usage: LarderMemcachedBench PORT OPS [ONLY]   (ONLY: run just the measurements whose name contains it)")
     exit(2)
 }
+let only = arguments.count == 4 ? arguments[3] : nil
 let store = try MemcachedStore(configuration: .init(port: port, namespace: "l:", deadline: .seconds(5)))
 let storage = try Storage<String, Data>(configuration: .init(), additionalTiers: [store], transformer: .data)
 let keys = (0..<1_000).map { "key-\($0)" }
@@ -25,6 +26,7 @@ for key in keys {
 func measure(
     _ name: String, inFlight: Int, executor: (any TaskExecutor)? = nil, _ body: @escaping @Sendable (Int) async throws -> Void
 ) async throws {
+    if let only, !"\(name)\t\(inFlight)".contains(only) { return }
     let clock = ContinuousClock()
     let elapsed = try await clock.measure {
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -62,7 +64,7 @@ for inFlight in [1, 32] {
     }
 }
 // 32 keys per quiet batch (mg … q × 32, mn), like the baselines' multi-gets.
-do {
+if only == nil || "store\tget-batch\t32".contains(only!) {
     let clock = ContinuousClock()
     var fetched = 0
     let elapsed = try await clock.measure {
@@ -85,6 +87,10 @@ let memoryStorage = try Storage<String, Data>(configuration: .init(), additional
 // (A function, not top-level code: there `entry(forKey:)` resolved to the synchronous overload.)
 func remoteRead(_ storage: Storage<String, Data>, _ key: String) async throws -> Storage<String, Data>.Entry? {
     try await storage.entry(forKey: key)
+}
+if only != nil {
+    await store.close()
+    exit(0)
 }
 guard try await remoteRead(memoryStorage, "key-1")?.tier == .remote else { fatalError("no remote hit") }
 try syncWrite(memoryStorage, value, "local", expiry: .seconds(3_600))
