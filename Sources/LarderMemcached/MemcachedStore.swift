@@ -229,6 +229,7 @@ public final class MemcachedStore: LeasingCacheTier {
             throw StorageError(code: .io, message: "memcached \(configuration.host):\(configuration.port): \(error)", cause: error)
         }
         var found: [String: TierEntry] = [:]
+        found.reserveCapacity(keys.count)
         for ((key, response), resolved) in zip(zip(keys, responses), resolved) {
             switch response.status {
             case .value:

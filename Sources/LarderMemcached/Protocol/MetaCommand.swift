@@ -60,61 +60,74 @@ public struct MetaCommandEncoder: MessageToByteEncoder, Sendable {
     ///
     /// - Throws: ``MemcachedError`` with code `.invalidKey` for a key or flag memcached cannot take.
     static func encode(_ command: MetaCommand, appendingOpaque opaque: UInt32, into out: inout ByteBuffer) throws {
+        let verb: (UInt8, UInt8)
+        var value: ByteBuffer?
         switch command.kind {
         case .noop:
             out.writeStaticString("mn\r\n")
             return
-        case .get, .set, .delete:
-            break
+        case .get: verb = (UInt8(ascii: "m"), UInt8(ascii: "g"))
+        case .delete: verb = (UInt8(ascii: "m"), UInt8(ascii: "d"))
+        case .set(let data):
+            verb = (UInt8(ascii: "m"), UInt8(ascii: "s"))
+            value = data
         }
         guard MetaCommand.isValidKey(command.key) else {
             throw MemcachedError(.invalidKey, "a memcached key is 1 to 250 printable bytes without spaces")
         }
-        for flag in command.flags where !flag.token.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) {
-            throw MemcachedError(.invalidKey, "flag token \(flag) holds whitespace or control bytes")
-        }
-        switch command.kind {
-        case .get: out.writeStaticString("mg ")
-        case .set: out.writeStaticString("ms ")
-        case .delete: out.writeStaticString("md ")
-        case .noop: break
-        }
-        out.writeBytes(command.key)
-        if case .set(let value) = command.kind {
-            out.writeInteger(UInt8(ascii: " "))
-            out.writeDecimal(UInt64(value.readableBytes))
-        }
+        // The status line in one pass over one reserved run of bytes: "mX key [size] flags [O…]\r\n".
+        var lineLength = 3 + command.key.count + 2 + (value == nil ? 0 : 21) + (opaque == 0 ? 0 : 12)
         for flag in command.flags {
-            out.writeInteger(UInt8(ascii: " "))
-            out.writeInteger(flag.code)
-            out.writeBytes(flag.token)
+            guard flag.token.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+                throw MemcachedError(.invalidKey, "flag token \(flag) holds whitespace or control bytes")
+            }
+            lineLength += 2 + flag.token.count
         }
-        if opaque != 0 {
-            out.writeStaticString(" O")
-            out.writeDecimal(UInt64(opaque))
+        out.reserveCapacity(minimumWritableBytes: lineLength + (value.map { $0.readableBytes + 2 } ?? 0))
+        out.writeWithUnsafeMutableBytes(minimumWritableBytes: lineLength) { raw in
+            var index = 0
+            func put(_ byte: UInt8) {
+                raw[index] = byte
+                index += 1
+            }
+            func putDecimal(_ number: UInt64) {
+                var digits = 1
+                var rest = number / 10
+                while rest > 0 { digits += 1; rest /= 10 }
+                var remaining = number
+                for position in stride(from: index + digits - 1, through: index, by: -1) {
+                    raw[position] = UInt8(ascii: "0") + UInt8(remaining % 10)
+                    remaining /= 10
+                }
+                index += digits
+            }
+            put(verb.0)
+            put(verb.1)
+            put(UInt8(ascii: " "))
+            for byte in command.key { put(byte) }
+            if let value {
+                put(UInt8(ascii: " "))
+                putDecimal(UInt64(value.readableBytes))
+            }
+            for flag in command.flags {
+                put(UInt8(ascii: " "))
+                put(flag.code)
+                for byte in flag.token { put(byte) }
+            }
+            if opaque != 0 {
+                put(UInt8(ascii: " "))
+                put(UInt8(ascii: "O"))
+                putDecimal(UInt64(opaque))
+            }
+            put(UInt8(ascii: "\r"))
+            put(UInt8(ascii: "\n"))
+            return index
         }
-        out.writeStaticString("\r\n")
-        if case .set(var value) = command.kind {
+        if var value {
             out.writeBuffer(&value)
             out.writeStaticString("\r\n")
         }
     }
 }
 
-extension ByteBuffer {
-    /// Writes `value` in decimal ASCII without building a `String`.
-    mutating func writeDecimal(_ value: UInt64) {
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0) // 24 bytes: room for UInt64.max's 20 digits
-        withUnsafeMutableBytes(of: &digits) { raw in
-            var index = raw.count
-            var rest = value
-            repeat {
-                index -= 1
-                raw[index] = UInt8(ascii: "0") + UInt8(rest % 10)
-                rest /= 10
-            } while rest > 0
-            writeBytes(UnsafeRawBufferPointer(rebasing: raw[index...]))
-        }
-    }
-}
 #endif
