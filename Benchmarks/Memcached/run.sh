@@ -43,6 +43,12 @@ for line in open(sys.argv[1]):
     name, op, inflight, rate = line.rstrip("\n").split("\t")
     rows.setdefault((name, op, inflight), []).append(float(rate))
 median = {k: statistics.median(v) for k, v in rows.items()}
+import datetime, os
+load = open("/proc/loadavg").read().split()[:3]
+print(f"Measured {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC on {os.cpu_count()} cores "
+      f"(load average {' '.join(load)} at the end: a shared, noisy machine), median of the rounds; "
+      "ratios are only meaningful within one run.")
+print()
 print("| contender | operation | in flight | ops/s (median) |")
 print("|---|---|---|---|")
 for (name, op, inflight), rate in sorted(median.items()):

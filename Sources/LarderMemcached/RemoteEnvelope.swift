@@ -18,7 +18,7 @@ struct RemoteEnvelope: Equatable {
     static let headerLength = 4 + 1 + 1 + 16 + 8 + 4 + 4 + 4
     static let crcOffset = headerLength - 4
 
-    var keyDigest: [UInt8]
+    var keyDigest: ArraySlice<UInt8>
     var expirationDate: Date?
     var metadata: Data?
     var payload: Data
@@ -116,7 +116,7 @@ struct RemoteEnvelope: Equatable {
         }
         guard payload.count == originalLength else { return .failure(.badPayload) }
         let expiration = millis == 0 ? nil : Date(timeIntervalSince1970: Double(millis) / 1000)
-        return .success(RemoteEnvelope(keyDigest: Array(bytes[6..<22]), expirationDate: expiration, metadata: metadata, payload: payload))
+        return .success(RemoteEnvelope(keyDigest: digest, expirationDate: expiration, metadata: metadata, payload: payload))
     }
 
     /// CRC-32C of the envelope with its checksum field skipped.
