@@ -2,10 +2,23 @@
 // bypassed, at 1 call in flight and at 32 (32 concurrent tasks whose calls pipeline on the
 // store's connections). Prints one TSV line per measurement, as the baselines do.
 //
-//   LarderMemcachedBench PORT OPS
+//   LarderMemcachedBench PORT OPS [ONLY]
+//
+// With LARDER_BENCH_NIO_EXECUTOR=1 it first installs swift-nio's event loops as Swift's global
+// executor (NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor,
+// a choice a server makes once at start), and names its rows `larder-nio-executor-…`.
 import Foundation
 import Larder
 import LarderMemcached
+import NIOCore
+import NIOPosix
+
+let onNIOExecutor = ProcessInfo.processInfo.environment["LARDER_BENCH_NIO_EXECUTOR"] == "1"
+if onNIOExecutor, !NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor() {
+    print("could not install the NIO event loops as the global executor")
+    exit(1)
+}
+let rowPrefix = onNIOExecutor ? "larder-nio-executor-" : "larder-"
 
 let arguments = CommandLine.arguments
 guard (3...4).contains(arguments.count), let port = Int(arguments[1]), let ops = Int(arguments[2]) else {
@@ -39,7 +52,7 @@ func measure(
         }
     }
     let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-    print("larder-\(name)\t\(inFlight)\t\(Int(Double(ops) / seconds))")
+    print("\(rowPrefix)\(name)\t\(inFlight)\t\(Int(Double(ops) / seconds))")
 }
 
 for inFlight in [1, 32] {
@@ -74,7 +87,7 @@ if only == nil || "store\tget-batch\t32".contains(only!) {
     }
     guard fetched >= ops else { fatalError("batch misses") }
     let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-    print("larder-store\tget-batch\t32\t\(Int(Double(fetched) / seconds))")
+    print("\(rowPrefix)store\tget-batch\t32\t\(Int(Double(fetched) / seconds))")
 }
 
 // A memory hit of a remote-derived value against a memory hit of a local write, both through
