@@ -8,6 +8,8 @@ let package = Package(
     dependencies: [
         // `name:` is required: a path package is otherwise named after its folder.
         .package(name: "Larder", path: "../..", traits: ["Memcached"]),
+        // For NIOSingletons' executor take-over in one of the measured set-ups.
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         .executableTarget(
@@ -15,6 +17,8 @@ let package = Package(
             dependencies: [
                 .product(name: "Larder", package: "Larder"),
                 .product(name: "LarderMemcached", package: "Larder"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Sources/LarderMemcachedBench"
         ),

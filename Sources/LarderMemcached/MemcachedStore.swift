@@ -159,6 +159,21 @@ public final class MemcachedStore: LeasingCacheTier {
     public var localCopyMaxAge: Duration? { configuration.localCopyMaxAge }
     public var copiesHitsToLocalTiers: Bool { configuration.copiesHitsToLocalTiers }
     public var leaseWaitLimit: Duration { configuration.leaseWaitLimit }
+    public var leaseDuration: Duration { configuration.leaseDuration }
+
+    /// An executor that runs tasks on the event loop of the store's first connection.
+    ///
+    /// A caller that runs its remote calls under `withTaskExecutorPreference(store.taskExecutor)`
+    /// sends and is resumed on the connection's own thread: no hop to the event loop and back per
+    /// call, which is most of a call's cost at one call in flight. Keep such tasks short and
+    /// non-blocking: they share the thread with the connection's I/O.
+    ///
+    /// ```swift
+    /// let value = try await withTaskExecutorPreference(store.taskExecutor) {
+    ///     try await storage.value(forKey: "home", tiers: .remote)
+    /// }
+    /// ```
+    public var taskExecutor: any TaskExecutor { pool.executor }
 
     /// The store's counters.
     public var statistics: Statistics {
@@ -183,13 +198,14 @@ public final class MemcachedStore: LeasingCacheTier {
     // MARK: - CacheTier
 
     public func entry(forKey key: String) async throws -> TierEntry? {
-        let response = try await send(MetaCommand(.get, key: remoteKey.key(for: key), flags: [.value, .remainingTTL, .cas]))
+        let resolved = remoteKey.resolve(key)
+        let response = try await send(MetaCommand(.get, key: resolved.key, flags: Self.getFlags))
         switch response.status {
         case .miss:
             counters.misses.add(1, ordering: .relaxed)
             return nil
         case .value:
-            guard let entry = await accept(response, forKey: key) else { return nil }
+            guard let entry = await accept(response, resolved: resolved) else { return nil }
             counters.hits.add(1, ordering: .relaxed)
             return entry
         default:
@@ -202,19 +218,22 @@ public final class MemcachedStore: LeasingCacheTier {
     ///
     /// - Throws: ``Larder/StorageError`` (code `.io`) when the batch fails.
     public func entries(forKeys keys: [String]) async throws -> [String: TierEntry] {
-        let commands = keys.map { MetaCommand(.get, key: remoteKey.key(for: $0), flags: [.value, .remainingTTL, .cas, .quiet]) }
+        let resolved = keys.map { remoteKey.resolve($0) }
+        var commands = resolved.map { MetaCommand(.get, key: $0.key, flags: Self.quietGetFlags) }
+        commands.append(MetaCommand(.noop))
         let responses: [MetaResponse]
         do {
-            responses = try await pool.sendBatch(commands + [MetaCommand(.noop)])
+            responses = try await pool.sendBatch(commands)
         } catch {
             counters.errors.add(1, ordering: .relaxed)
             throw StorageError(code: .io, message: "memcached \(configuration.host):\(configuration.port): \(error)", cause: error)
         }
         var found: [String: TierEntry] = [:]
-        for (key, response) in zip(keys, responses) {
+        found.reserveCapacity(keys.count)
+        for ((key, response), resolved) in zip(zip(keys, responses), resolved) {
             switch response.status {
             case .value:
-                if let entry = await accept(response, forKey: key) {
+                if let entry = await accept(response, resolved: resolved) {
                     counters.hits.add(1, ordering: .relaxed)
                     found[key] = entry
                 }
@@ -234,16 +253,18 @@ public final class MemcachedStore: LeasingCacheTier {
             _ = try await removeValue(forKey: key)
             return
         }
-        let envelope = try RemoteEnvelope.encode(
-            key: key, payload: data, expirationDate: expirationDate, metadata: metadata, compress: isCompressible)
-        guard envelope.count <= configuration.maxItemSize else {
+        let resolved = remoteKey.resolve(key)
+        var envelope = ByteBuffer()
+        try RemoteEnvelope.encode(
+            digest: resolved.digest, payload: data, expirationDate: expirationDate, metadata: metadata,
+            compress: isCompressible, into: &envelope)
+        guard envelope.readableBytes <= configuration.maxItemSize else {
             // Stays local; an older remote value must not outlive this write.
             counters.oversized.add(1, ordering: .relaxed)
             _ = try await removeValue(forKey: key)
             return
         }
-        let response = try await send(MetaCommand(
-            .set(ByteBuffer(bytes: envelope)), key: remoteKey.key(for: key), flags: [.ttl(ttl)]))
+        let response = try await send(MetaCommand(.set(envelope), key: resolved.key, flags: [.ttl(ttl)]))
         guard response.status == .stored else { throw unexpected(response) }
         counters.writes.add(1, ordering: .relaxed)
     }
@@ -280,8 +301,9 @@ public final class MemcachedStore: LeasingCacheTier {
 
     public func leasedEntry(forKey key: String, leaseDuration: Duration) async throws -> LeasedRead {
         let seconds = max(1, Int64(leaseDuration.seconds.rounded(.up)))
+        let resolved = remoteKey.resolve(key)
         let response = try await send(MetaCommand(
-            .get, key: remoteKey.key(for: key), flags: [.value, .remainingTTL, .cas, .vivify(seconds)]))
+            .get, key: resolved.key, flags: [.value, .remainingTTL, .cas, .vivify(seconds)]))
         guard response.status == .value else {
             if response.status == .miss { return .busy(stale: nil) }
             throw unexpected(response)
@@ -290,7 +312,7 @@ public final class MemcachedStore: LeasingCacheTier {
         let busy = response.flags.contains("Z")
         let stale = response.flags.contains("X")
         // A placeholder the lease created (or that another caller's lease holds) is empty.
-        let entry = (response.value?.readableBytes ?? 0) > 0 ? await accept(response, forKey: key) : nil
+        let entry = (response.value?.readableBytes ?? 0) > 0 ? await accept(response, resolved: resolved) : nil
         if won {
             guard let cas = response.flags.first("c")?.integerToken else { throw unexpected(response) }
             counters.leaseWins.add(1, ordering: .relaxed)
@@ -309,16 +331,19 @@ public final class MemcachedStore: LeasingCacheTier {
     ) async throws -> Bool {
         let now = configuration.now()
         let expirationDate = (expiry ?? configuration.defaultExpiry).expirationDate(from: now)
-        let envelope = try RemoteEnvelope.encode(
-            key: key, payload: data, expirationDate: expirationDate, metadata: metadata, compress: isCompressible)
+        let resolved = remoteKey.resolve(key)
+        var envelope = ByteBuffer()
+        try RemoteEnvelope.encode(
+            digest: resolved.digest, payload: data, expirationDate: expirationDate, metadata: metadata,
+            compress: isCompressible, into: &envelope)
         guard case .token(let ttl) = RemoteTTL.make(expirationDate: expirationDate, now: now),
-              envelope.count <= configuration.maxItemSize else {
+              envelope.readableBytes <= configuration.maxItemSize else {
             // Not cacheable remotely: release the placeholder so waiters stop waiting.
-            _ = try await send(MetaCommand(.delete, key: remoteKey.key(for: key), flags: [.compareCAS(lease.token)]))
+            _ = try await send(MetaCommand(.delete, key: resolved.key, flags: [.compareCAS(lease.token)]))
             return false
         }
         let response = try await send(MetaCommand(
-            .set(ByteBuffer(bytes: envelope)), key: remoteKey.key(for: key), flags: [.ttl(ttl), .compareCAS(lease.token)]))
+            .set(envelope), key: resolved.key, flags: [.ttl(ttl), .compareCAS(lease.token)]))
         switch response.status {
         case .stored:
             counters.writes.add(1, ordering: .relaxed)
@@ -363,15 +388,21 @@ public final class MemcachedStore: LeasingCacheTier {
         return StorageError(code: .io, message: "memcached \(configuration.host):\(configuration.port): \(error)", cause: error)
     }
 
-    /// Decodes a `VA` reply for `key`; a refused envelope is counted, deleted and a miss.
-    private func accept(_ response: MetaResponse, forKey key: String) async -> TierEntry? {
-        let bytes = response.value.map { Data($0.readableBytesView) } ?? Data()
-        switch RemoteEnvelope.decode(bytes, key: key, maxPayloadLength: 1 << 30) {
+    /// The flags of a plain read and of one read in a quiet batch (made once, not per call).
+    private static let getFlags: [MetaFlag] = [.value, .remainingTTL, .cas]
+    private static let quietGetFlags: [MetaFlag] = [.value, .remainingTTL, .cas, .quiet]
+
+    /// Decodes a `VA` reply for the resolved key; a refused envelope is counted, deleted and a miss.
+    private func accept(_ response: MetaResponse, resolved: (key: [UInt8], digest: ArraySlice<UInt8>)) async -> TierEntry? {
+        let decoded = (response.value ?? ByteBuffer()).withUnsafeReadableBytes {
+            RemoteEnvelope.decode($0, digest: resolved.digest, maxPayloadLength: 1 << 30)
+        }
+        switch decoded {
         case .success(let envelope):
             let now = configuration.now()
             var expiration = envelope.expirationDate
             // A local copy never outlives the server's remaining TTL.
-            if let remaining = response.flags.first("t")?.token, remaining != Array("-1".utf8),
+            if let remaining = response.flags.first("t")?.token, remaining.first != UInt8(ascii: "-"),
                let seconds = parseDecimal(remaining[...]) {
                 let serverEnd = now.addingTimeInterval(Double(seconds))
                 expiration = min(expiration ?? serverEnd, serverEnd)
@@ -386,7 +417,7 @@ public final class MemcachedStore: LeasingCacheTier {
             counters.misses.add(1, ordering: .relaxed)
             // Delete exactly the bytes refused: a value written since then is left alone.
             let cas = response.flags.first("c")?.integerToken.map { [MetaFlag.compareCAS($0)] } ?? []
-            _ = try? await send(MetaCommand(.delete, key: remoteKey.key(for: key), flags: cas))
+            _ = try? await send(MetaCommand(.delete, key: resolved.key, flags: cas))
             return nil
         }
     }

@@ -1,6 +1,7 @@
 #if Memcached
 import Foundation
 import Larder
+import NIOCore
 
 /// The bytes Larder stores in memcached for one value: a header that proves whose value it is
 /// and that it arrived whole, then the caller's metadata and the payload.
@@ -17,20 +18,34 @@ struct RemoteEnvelope: Equatable {
     static let headerLength = 4 + 1 + 1 + 16 + 8 + 4 + 4 + 4
     static let crcOffset = headerLength - 4
 
-    var keyDigest: [UInt8]
+    var keyDigest: ArraySlice<UInt8>
     var expirationDate: Date?
     var metadata: Data?
     var payload: Data
 
     /// The first 16 bytes of SHA-256 over the key's UTF-8.
     static func digest(of key: String) -> [UInt8] {
-        Array(KeyHashing.sha256.digest(Data(key.utf8)).prefix(16))
+        Array(RemoteKey.sha256(key).prefix(16))
     }
 
     /// Encodes `payload`, gzipped when that helps and `compress` allows.
     static func encode(
         key: String, payload: Data, expirationDate: Date?, metadata: Data?, compress: Bool
     ) throws -> Data {
+        var buffer = ByteBuffer()
+        try encode(digest: digest(of: key)[...], payload: payload, expirationDate: expirationDate,
+                   metadata: metadata, compress: compress, into: &buffer)
+        return Data(buffer.readableBytesView)
+    }
+
+    /// Appends the envelope of `payload` to `buffer` (the bytes memcached stores), for the key
+    /// whose 16-byte digest is `digest`; returns the envelope's length.
+    @discardableResult
+    static func encode(
+        digest: ArraySlice<UInt8>, payload: Data, expirationDate: Date?, metadata: Data?, compress: Bool,
+        into buffer: inout ByteBuffer
+    ) throws -> Int {
+        precondition(digest.count == 16, "RemoteEnvelope: a key digest is 16 bytes")
         var encoding: UInt8 = 0
         var stored = payload
         if compress, payload.count >= 512, let zipped = try? Gzip.compress(payload), zipped.count < payload.count * 9 / 10 {
@@ -40,21 +55,25 @@ struct RemoteEnvelope: Equatable {
         guard payload.count <= Int(UInt32.max), (metadata?.count ?? 0) <= Int(UInt32.max) else {
             throw StorageError.encoding("value too large for a remote envelope")
         }
-        var bytes = Data(capacity: headerLength + (metadata?.count ?? 0) + stored.count)
-        bytes.append(contentsOf: magic)
-        bytes.append(version)
-        bytes.append(encoding)
-        bytes.append(contentsOf: digest(of: key))
+        let start = buffer.writerIndex
+        buffer.reserveCapacity(minimumWritableBytes: headerLength + (metadata?.count ?? 0) + stored.count)
+        buffer.writeBytes(magic)
+        buffer.writeInteger(version)
+        buffer.writeInteger(encoding)
+        buffer.writeBytes(digest)
         let millis = expirationDate.map { max(1, Int64(($0.timeIntervalSince1970 * 1000).rounded(.up))) } ?? 0
-        bytes.appendBigEndian(UInt64(bitPattern: millis))
-        bytes.appendBigEndian(UInt32(payload.count))
-        bytes.appendBigEndian(UInt32(metadata?.count ?? 0))
-        bytes.append(contentsOf: [0, 0, 0, 0])
-        if let metadata { bytes.append(metadata) }
-        bytes.append(stored)
-        let crc = checksum(of: bytes)
-        bytes.replaceSubrange(crcOffset..<(crcOffset + 4), with: crc.bigEndianBytes)
-        return bytes
+        buffer.writeInteger(UInt64(bitPattern: millis), endianness: .big)
+        buffer.writeInteger(UInt32(payload.count), endianness: .big)
+        buffer.writeInteger(UInt32(metadata?.count ?? 0), endianness: .big)
+        buffer.writeInteger(UInt32(0))
+        if let metadata { buffer.writeBytes(metadata) }
+        buffer.writeBytes(stored)
+        let length = buffer.writerIndex - start
+        let crc = buffer.withUnsafeReadableBytes { raw in
+            checksum(of: UnsafeRawBufferPointer(rebasing: raw[(start - buffer.readerIndex)...]))
+        }
+        buffer.setInteger(crc, at: start + crcOffset, endianness: .big)
+        return length
     }
 
     /// Why bytes were refused.
@@ -64,37 +83,46 @@ struct RemoteEnvelope: Equatable {
 
     /// Decodes and checks bytes read for `key`.
     static func decode(_ bytes: Data, key: String, maxPayloadLength: Int) -> Result<RemoteEnvelope, Rejection> {
-        let bytes = Data(bytes) // index from 0
+        let digest = digest(of: key)
+        return bytes.withUnsafeBytes { decode($0, digest: digest[...], maxPayloadLength: maxPayloadLength) }
+    }
+
+    /// Decodes and checks the bytes read for the key whose 16-byte digest is `digest`, copying
+    /// the payload out once.
+    static func decode(
+        _ bytes: UnsafeRawBufferPointer, digest: ArraySlice<UInt8>, maxPayloadLength: Int
+    ) -> Result<RemoteEnvelope, Rejection> {
         guard bytes.count >= headerLength else {
-            return .failure(bytes.starts(with: magic.prefix(min(bytes.count, 4))) && !bytes.isEmpty ? .truncated : .foreign)
+            return .failure(!bytes.isEmpty && bytes.elementsEqual(magic.prefix(min(bytes.count, 4))) ? .truncated : .foreign)
         }
-        guard bytes.starts(with: magic), bytes[4] == version, bytes[5] <= 1 else { return .failure(.foreign) }
-        let stored = bytes.readBigEndian(UInt32.self, at: crcOffset)
-        guard checksum(of: bytes) == stored else { return .failure(.checksum) }
-        guard Array(bytes[6..<22]) == digest(of: key) else { return .failure(.otherKey) }
-        let millis = Int64(bitPattern: bytes.readBigEndian(UInt64.self, at: 22))
-        let originalLength = Int(bytes.readBigEndian(UInt32.self, at: 30))
-        let metadataLength = Int(bytes.readBigEndian(UInt32.self, at: 34))
+        guard bytes.prefix(4).elementsEqual(magic), bytes[4] == version, bytes[5] <= 1 else { return .failure(.foreign) }
+        func load<T: FixedWidthInteger>(_: T.Type, at offset: Int) -> T {
+            T(bigEndian: bytes.loadUnaligned(fromByteOffset: offset, as: T.self))
+        }
+        guard checksum(of: bytes) == load(UInt32.self, at: crcOffset) else { return .failure(.checksum) }
+        guard bytes[6..<22].elementsEqual(digest) else { return .failure(.otherKey) }
+        let millis = Int64(bitPattern: load(UInt64.self, at: 22))
+        let originalLength = Int(load(UInt32.self, at: 30))
+        let metadataLength = Int(load(UInt32.self, at: 34))
         guard metadataLength <= bytes.count - headerLength, originalLength <= maxPayloadLength else {
             return .failure(.badPayload)
         }
-        let metadata = metadataLength > 0 ? bytes.subdata(in: headerLength..<(headerLength + metadataLength)) : nil
-        var payload = bytes.subdata(in: (headerLength + metadataLength)..<bytes.count)
+        let metadata = metadataLength > 0
+            ? Data(UnsafeRawBufferPointer(rebasing: bytes[headerLength..<(headerLength + metadataLength)])) : nil
+        var payload = Data(UnsafeRawBufferPointer(rebasing: bytes[(headerLength + metadataLength)...]))
         if bytes[5] == 1 {
             guard let inflated = try? Gzip.decompress(payload, maxSize: originalLength) else { return .failure(.badPayload) }
             payload = inflated
         }
         guard payload.count == originalLength else { return .failure(.badPayload) }
         let expiration = millis == 0 ? nil : Date(timeIntervalSince1970: Double(millis) / 1000)
-        return .success(RemoteEnvelope(keyDigest: Array(bytes[6..<22]), expirationDate: expiration, metadata: metadata, payload: payload))
+        return .success(RemoteEnvelope(keyDigest: digest, expirationDate: expiration, metadata: metadata, payload: payload))
     }
 
     /// CRC-32C of the envelope with its checksum field skipped.
-    private static func checksum(of bytes: Data) -> UInt32 {
-        bytes.withUnsafeBytes { raw in
-            let head = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[0..<crcOffset]))
-            return CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[headerLength...]), continuing: head)
-        }
+    private static func checksum(of raw: UnsafeRawBufferPointer) -> UInt32 {
+        let head = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[0..<crcOffset]))
+        return CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[headerLength...]), continuing: head)
     }
 }
 
@@ -114,7 +142,30 @@ struct RemoteKey {
     }
 
     func key(for cacheKey: String) -> [UInt8] {
-        Array(namespace.utf8) + Array(KeyHashing.sha256.hexDigest(cacheKey).utf8)
+        resolve(cacheKey).key
+    }
+
+    /// The memcached key of `cacheKey` and the 16-byte digest its envelope carries, from one
+    /// SHA-256 of the key.
+    func resolve(_ cacheKey: String) -> (key: [UInt8], digest: ArraySlice<UInt8>) {
+        let sha = Self.sha256(cacheKey)
+        var key = [UInt8]()
+        key.reserveCapacity(namespace.utf8.count + 64)
+        key.append(contentsOf: namespace.utf8)
+        let hexDigits: StaticString = "0123456789abcdef"
+        hexDigits.withUTF8Buffer { digits in
+            for byte in sha {
+                key.append(digits[Int(byte >> 4)])
+                key.append(digits[Int(byte & 0x0F)])
+            }
+        }
+        return (key, sha[0..<16])
+    }
+
+    /// SHA-256 of the key's UTF-8.
+    static func sha256(_ cacheKey: String) -> [UInt8] {
+        var cacheKey = cacheKey
+        return cacheKey.withUTF8 { KeyHashing.sha256.digest(UnsafeRawBufferPointer($0)) }
     }
 }
 
@@ -140,21 +191,4 @@ enum RemoteTTL: Equatable {
     }
 }
 
-extension Data {
-    mutating func appendBigEndian<T: FixedWidthInteger>(_ value: T) {
-        append(contentsOf: value.bigEndianBytes)
-    }
-
-    func readBigEndian<T: FixedWidthInteger>(_: T.Type, at offset: Int) -> T {
-        var value: T = 0
-        for byte in self[offset..<(offset + MemoryLayout<T>.size)] { value = value << 8 | T(byte) }
-        return value
-    }
-}
-
-extension FixedWidthInteger {
-    var bigEndianBytes: [UInt8] {
-        (0..<MemoryLayout<Self>.size).reversed().map { UInt8(truncatingIfNeeded: self >> ($0 * 8)) }
-    }
-}
 #endif

@@ -3,6 +3,7 @@ import Foundation
 import Larder
 @testable import LarderMemcached
 import LarderTestSupport
+import NIOCore
 import Testing
 
 /// `MemcachedStore` against a real memcached started by each test.
@@ -221,6 +222,38 @@ struct MemcachedStoreTests {
                             try await store.setValue(Data(key.utf8), forKey: key, expiry: nil, metadata: nil, isCompressible: false)
                             let read = try await store.entry(forKey: key)
                             #expect(read?.data == Data(key.utf8))
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            #expect(store.statistics.errors == 0)
+            await store.close()
+        }
+    }
+
+    @Test func callsFromTasksOnTheStoresExecutorRunOnItsEventLoopAndGetTheirOwnValues() async throws {
+        try await withChildProcesses { scope in
+            let server = try await MemcachedServer.start(in: scope)
+            let store = try Self.store(port: server.port) { $0.connectionCount = 2 }
+            let executor = try #require(store.taskExecutor as? EventLoopTaskExecutor)
+            // Given 32 tasks on the store's executor and 32 on the global one, mixing sets, gets
+            // and quiet batches of their own keys
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for task in 0..<64 {
+                    group.addTask(executorPreference: task % 2 == 0 ? store.taskExecutor : nil) {
+                        for step in 0..<40 {
+                            let key = "e\(task)-\(step % 4)"
+                            let value = Data("\(key)@\(step)".utf8)
+                            try await store.setValue(value, forKey: key, expiry: nil, metadata: nil, isCompressible: false)
+                            if task % 2 == 0 {
+                                // Then a task that prefers the executor runs on the loop's thread
+                                #expect(executor.eventLoop.inEventLoop)
+                            }
+                            // And every read returns the value this task just wrote, never another's
+                            #expect(try await store.entry(forKey: key)?.data == value)
+                            let batch = try await store.entries(forKeys: [key, "absent-\(task)"])
+                            #expect(batch.count == 1 && batch[key]?.data == value)
                         }
                     }
                 }

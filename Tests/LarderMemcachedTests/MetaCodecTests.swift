@@ -102,7 +102,8 @@ struct MetaCodecTests {
     private func pipeline() throws -> EmbeddedChannel {
         let channel = EmbeddedChannel()
         try channel.pipeline.syncOperations.addHandlers([
-            MessageToByteHandler(MetaCommandEncoder()), ByteToMessageHandler(MetaResponseDecoder()), MetaRequestHandler(),
+            // The request handler encodes commands itself: one buffer per flush.
+            ByteToMessageHandler(MetaResponseDecoder()), MetaRequestHandler(),
         ])
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 11211)).wait()
         #expect(channel.isActive)
@@ -119,6 +120,41 @@ struct MetaCodecTests {
         var outcome: Result<MetaResponse, any Error>?
         future.whenComplete { outcome = $0 }
         return outcome
+    }
+
+    @Test func commandsQueuedInOneTurnLeaveInOneWriteAndABadKeyFailsOnlyItsOwn() throws {
+        // Given a connection with three commands submitted together, one with a key memcached
+        // cannot take
+        let channel = try pipeline()
+        let handler = try channel.pipeline.syncOperations.handler(type: MetaRequestHandler.self)
+        let promises = (0..<3).map { _ in channel.eventLoop.makePromise(of: MetaResponse.self) }
+        handler.submit([
+            PendingCommand(command: MetaCommand(.get, key: Array("a".utf8), flags: [.value]), promise: ReplySink(promises[0])),
+            PendingCommand(command: MetaCommand(.get, key: Array("bad key".utf8), flags: [.value]), promise: ReplySink(promises[1])),
+            PendingCommand(command: MetaCommand(.delete, key: Array("c".utf8)), promise: ReplySink(promises[2])),
+        ])
+        // Then one buffer leaves, holding both good commands numbered in order
+        let written = try #require(try channel.readOutbound(as: ByteBuffer.self))
+        #expect(String(buffer: written) == "mg a v O1\r\nmd c O2\r\n")
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == nil)
+        // And the bad key fails its own command at once, while the others get their replies
+        #expect(throws: MemcachedError.self) { try result(promises[1].futureResult)?.get() }
+        try channel.writeInbound(ByteBuffer(string: "EN O1\r\nHD O2\r\n"))
+        #expect(try result(promises[0].futureResult)?.get().status == .miss)
+        #expect(try result(promises[2].futureResult)?.get().status == .stored)
+        #expect(channel.isActive)
+    }
+
+    @Test func writesBeforeAFlushShareOneBuffer() throws {
+        let channel = try pipeline()
+        let first = channel.eventLoop.makePromise(of: MetaResponse.self)
+        let second = channel.eventLoop.makePromise(of: MetaResponse.self)
+        channel.write(PendingCommand(command: MetaCommand(.get, key: Array("x".utf8)), promise: ReplySink(first)), promise: nil)
+        channel.write(PendingCommand(command: MetaCommand(.noop), promise: ReplySink(second)), promise: nil)
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == nil, "nothing leaves before the flush")
+        channel.flush()
+        let written = try #require(try channel.readOutbound(as: ByteBuffer.self))
+        #expect(String(buffer: written) == "mg x O1\r\nmn\r\n")
     }
 
     @Test func matchesPipelinedRepliesByOpaqueAndSettlesQuietOnes() throws {

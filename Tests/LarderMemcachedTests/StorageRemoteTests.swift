@@ -147,6 +147,74 @@ struct StorageRemoteTests {
         }
     }
 
+    // MARK: - Lease duration
+
+    @Test func theLeaseTakenOnAMissLastsTheConfiguredLeaseDuration() async throws {
+        try await withChildProcesses { scope in
+            let server = try await MemcachedServer.start(in: scope)
+            // Given a store whose leases last 3 s (the default is 30 s)
+            let store = try MemcachedStore(configuration: .init(
+                port: server.port, namespace: "s:", deadline: .seconds(10), leaseDuration: .seconds(3)))
+            #expect(store.leaseDuration == .seconds(3))
+            let storage = try Storage<String, String>(configuration: .init(), additionalTiers: [store], transformer: .string)
+            let gate = AsyncGate()
+            let loading = Tally(0)
+            // When get-or-load wins the lease and its loader is still running
+            let load = Task {
+                try await storage.value(forKey: "leased", expiry: .seconds(60)) { _ in
+                    loading.add()
+                    try await gate.wait()
+                    return "filled"
+                }
+            }
+            while loading.value == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            // Then the placeholder the lease created expires within 3 s, not 30 s
+            let key = String(decoding: try RemoteKey(namespace: "s:").key(for: "leased"), as: UTF8.self)
+            let reply = try rawExchange(port: server.port, Array("mg \(key) t\r\n".utf8))
+            let token = try #require(reply.split(separator: " ").first { $0.hasPrefix("t") }?.dropFirst()
+                .trimmingCharacters(in: .whitespacesAndNewlines), "no TTL in \(reply)")
+            let ttl = try #require(Int(token))
+            #expect((0...3).contains(ttl), "the lease's placeholder lives \(ttl) s; leaseDuration is 3 s")
+            gate.open()
+            #expect(try await load.value == "filled")
+            #expect(store.statistics.leaseWins == 1)
+            // And the fill replaced the placeholder with the value's own TTL (60 s)
+            let filled = try rawExchange(port: server.port, Array("mg \(key) t\r\n".utf8))
+            let filledToken = try #require(filled.split(separator: " ").first { $0.hasPrefix("t") }?.dropFirst()
+                .trimmingCharacters(in: .whitespacesAndNewlines))
+            let filledTTL = try #require(Int(filledToken))
+            #expect(filledTTL > 3 && filledTTL <= 60, "after the fill: \(filled)")
+            await store.close()
+        }
+    }
+
+    @Test func anUnfilledLeaseEndsAfterLeaseDurationAndAnotherCallerWinsIt() async throws {
+        try await withChildProcesses { scope in
+            let server = try await MemcachedServer.start(in: scope)
+            let store = try MemcachedStore(configuration: .init(
+                port: server.port, namespace: "s:", deadline: .seconds(10), leaseDuration: .seconds(1)))
+            // Given a lease won and never filled (its holder died)
+            guard case .won = try await store.leasedEntry(forKey: "orphan", leaseDuration: store.leaseDuration) else {
+                Issue.record("the first read did not win the lease")
+                return
+            }
+            guard case .busy(stale: nil) = try await store.leasedEntry(forKey: "orphan", leaseDuration: store.leaseDuration) else {
+                Issue.record("a second read did not find the lease busy")
+                return
+            }
+            // When leaseDuration (1 s; memcached counts whole seconds) has passed
+            let end = ContinuousClock.now + .seconds(5)
+            var wonAgain = false
+            while !wonAgain, ContinuousClock.now < end {
+                try await Task.sleep(for: .milliseconds(100))
+                if case .won = try await store.leasedEntry(forKey: "orphan", leaseDuration: store.leaseDuration) { wonAgain = true }
+            }
+            // Then the key is leased afresh instead of waiting 30 s
+            #expect(wonAgain, "the orphaned lease outlived leaseDuration + 4 s")
+            await store.close()
+        }
+    }
+
     @Test func aStampedeAcrossFourStoragesRunsTheLoaderOnce() async throws {
         try await withChildProcesses { scope in
             let server = try await MemcachedServer.start(in: scope)

@@ -124,7 +124,7 @@ extension Storage where Value: Sendable {
             let sharedToken = sharedTurns.token(for: key)
             let read: LeasedRead
             do {
-                read = try await leasing.leasedEntry(forKey: key.cacheKey, leaseDuration: .seconds(30))
+                read = try await leasing.leasedEntry(forKey: key.cacheKey, leaseDuration: leasing.leaseDuration)
             } catch {
                 // Failure is a miss, and the loader's value is not written back to the tier.
                 counters.tier(leasing.tierID).errors.add(1, ordering: .relaxed)

@@ -72,4 +72,12 @@ public protocol LeasingCacheTier: SharedCacheTier {
     /// How long a caller that found the lease busy and no stale value waits, re-reading, before
     /// it recomputes the value itself (without storing it in this tier).
     var leaseWaitLimit: Duration { get }
+
+    /// How long a lease that ``Storage`` takes lasts if its holder never fills it.
+    var leaseDuration: Duration { get }
+}
+
+extension LeasingCacheTier {
+    /// 30 s, for a tier that does not say.
+    public var leaseDuration: Duration { .seconds(30) }
 }

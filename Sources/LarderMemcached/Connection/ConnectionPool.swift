@@ -27,8 +27,8 @@ final class ConnectionPool: Sendable {
 
     private enum Slot {
         case idle
-        case connecting(EventLoopFuture<any Channel>)
-        case ready(any Channel)
+        case connecting(EventLoopFuture<MetaConnection>)
+        case ready(MetaConnection)
         case backingOff(until: NIODeadline)
     }
 
@@ -46,15 +46,25 @@ final class ConnectionPool: Sendable {
     let settings: Settings
     let group: any EventLoopGroup
     private let slots: [Locked<SlotState>]
+    /// The event loop each slot's connection lives on, fixed at start, so that a caller already
+    /// on one of them is given that loop's connection (no thread hop either way).
+    private let slotLoops: [any EventLoop]
     private let breaker = Locked(Breaker())
+    /// Mirrors `breaker` (no failures, not open, no probe), so that the usual call (a healthy
+    /// server) checks and records it with one atomic load instead of two lock round trips.
+    private let isHealthy = Atomic<Bool>(true)
     private let nextSlot = Atomic<Int>(0)
     private let isClosed = Atomic<Bool>(false)
     let counters = PoolCounters()
+    /// Runs tasks on the first connection's event loop.
+    let executor: EventLoopTaskExecutor
 
     init(settings: Settings, group: any EventLoopGroup) {
         self.settings = settings
         self.group = group
         slots = (0..<max(1, settings.connectionCount)).map { _ in Locked(SlotState(backoff: settings.reconnectBackoff.initial)) }
+        slotLoops = slots.map { _ in group.next() }
+        executor = EventLoopTaskExecutor(slotLoops[0])
     }
 
     /// Sends `command` on one of the connections and returns its reply (error replies included).
@@ -65,18 +75,13 @@ final class ConnectionPool: Sendable {
         guard !isClosed.load(ordering: .relaxed) else { throw MemcachedError(.closed, "the store is closed") }
         try admit()
         let deadline = NIODeadline.now() + settings.deadline
-        let index = nextSlot.wrappingAdd(1, ordering: .relaxed).oldValue % slots.count
+        let index = pickSlot()
         do {
-            let channel = try await channel(at: index, deadline: deadline)
+            let connection = try await connection(at: index, deadline: deadline)
             // The handler keeps the deadline (one timer per connection) and resumes this task
-            // from the event loop; one hop there (write) and one back (reply).
-            let response = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<MetaResponse, any Error>) in
-                let sink = ReplySink(continuation)
-                channel.eventLoop.execute {
-                    let written = channel.eventLoop.makePromise(of: Void.self)
-                    written.futureResult.whenFailure { sink.fail(MemcachedError(.connection, "write failed: \($0)")) }
-                    channel.writeAndFlush(PendingCommand(command: command, promise: sink, deadline: deadline), promise: written)
-                }
+            // from the event loop; commands queued by many callers leave in one write.
+            let response = try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<MetaResponse, any Error>) in
+                connection.submit(PendingCommand(command: command, promise: ReplySink(continuation), deadline: deadline))
             }
             recordSuccess()
             return response
@@ -98,21 +103,16 @@ final class ConnectionPool: Sendable {
         guard !commands.isEmpty else { return [] }
         try admit()
         let deadline = NIODeadline.now() + settings.deadline
-        let index = nextSlot.wrappingAdd(1, ordering: .relaxed).oldValue % slots.count
+        let index = pickSlot()
         do {
-            let channel = try await channel(at: index, deadline: deadline)
-            let promises = commands.map { _ in channel.eventLoop.makePromise(of: MetaResponse.self) }
-            channel.eventLoop.execute {
-                for (command, promise) in zip(commands, promises) {
-                    let sink = ReplySink(promise)
-                    let written = channel.eventLoop.makePromise(of: Void.self)
-                    written.futureResult.whenFailure { sink.fail(MemcachedError(.connection, "write failed: \($0)")) }
-                    channel.write(PendingCommand(command: command, promise: sink, deadline: deadline), promise: written)
-                }
-                channel.flush()
+            let connection = try await connection(at: index, deadline: deadline)
+            // One wait for the whole batch: the last reply resumes this task.
+            let responses = try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<[MetaResponse], any Error>) in
+                let collector = BatchCollector(count: commands.count, continuation)
+                connection.submit(commands.enumerated().map { index, command in
+                    PendingCommand(command: command, promise: ReplySink(collector, index: index), deadline: deadline)
+                })
             }
-            // One wait for the whole batch, not one event-loop hop per reply.
-            let responses = try await EventLoopFuture.whenAllSucceed(promises.map(\.futureResult), on: channel.eventLoop).get()
             recordSuccess()
             return responses
         } catch let error as MemcachedError {
@@ -129,34 +129,39 @@ final class ConnectionPool: Sendable {
     func close() async {
         isClosed.store(true, ordering: .relaxed)
         for slot in slots {
-            let channel: (any Channel)? = slot.withLock { state in
+            let connection: MetaConnection? = slot.withLock { state in
                 defer { state.slot = .idle }
-                if case .ready(let channel) = state.slot { return channel }
+                if case .ready(let connection) = state.slot { return connection }
                 return nil
             }
-            try? await channel?.close()
+            try? await connection?.channel.close()
         }
     }
 
     // MARK: - Connections
 
-    private func channel(at index: Int, deadline: NIODeadline) async throws -> any Channel {
-        enum Step { case use(any Channel), wait(EventLoopFuture<any Channel>), connect(EventLoopPromise<any Channel>), fail }
+    /// The slot whose event loop runs the caller, if any; otherwise the next one in turn.
+    private func pickSlot() -> Int {
+        for index in slotLoops.indices where slotLoops[index].inEventLoop { return index }
+        return nextSlot.wrappingAdd(1, ordering: .relaxed).oldValue % slots.count
+    }
+
+    private func connection(at index: Int, deadline: NIODeadline) async throws -> MetaConnection {
+        enum Step { case use(MetaConnection), wait(EventLoopFuture<MetaConnection>), connect(EventLoopPromise<MetaConnection>), fail }
         let slot = slots[index]
-        let now = NIODeadline.now()
         let step: Step = slot.withLock { state in
             switch state.slot {
-            case .ready(let channel) where channel.isActive: return .use(channel)
+            case .ready(let connection) where connection.channel.isActive: return .use(connection)
             case .connecting(let future): return .wait(future)
-            case .backingOff(let until) where now < until: return .fail
+            case .backingOff(let until) where NIODeadline.now() < until: return .fail
             default:
-                let promise = group.next().makePromise(of: (any Channel).self)
+                let promise = slotLoops[index].makePromise(of: MetaConnection.self)
                 state.slot = .connecting(promise.futureResult)
                 return .connect(promise)
             }
         }
         switch step {
-        case .use(let channel): return channel
+        case .use(let connection): return connection
         case .wait(let future): return try await future.get()
         case .fail: throw MemcachedError(.connection, "reconnecting after a failure (back-off)")
         case .connect(let promise):
@@ -165,7 +170,7 @@ final class ConnectionPool: Sendable {
         }
     }
 
-    private func connect(slot: Locked<SlotState>, promise: EventLoopPromise<any Channel>, deadline: NIODeadline) {
+    private func connect(slot: Locked<SlotState>, promise: EventLoopPromise<MetaConnection>, deadline: NIODeadline) {
         let maxValueLength = settings.maxValueLength
         let timeout = max(TimeAmount.milliseconds(1), deadline - NIODeadline.now())
         let future = ClientBootstrap(group: promise.futureResult.eventLoop)
@@ -174,28 +179,31 @@ final class ConnectionPool: Sendable {
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandlers([
-                        MessageToByteHandler(MetaCommandEncoder()),
                         ByteToMessageHandler(MetaResponseDecoder(maxValueLength: maxValueLength)),
                         MetaRequestHandler(),
                     ])
                 }
             }
             .connect(host: settings.host, port: settings.port)
+            .flatMapThrowing { channel in
+                // On the channel's event loop: the handler is reached from there only.
+                MetaConnection(channel: channel, handler: try channel.pipeline.syncOperations.handler(type: MetaRequestHandler.self))
+            }
         let settings = settings
         future.whenComplete { result in
             switch result {
-            case .success(let channel):
+            case .success(let connection):
                 slot.withLock { state in
-                    state.slot = .ready(channel)
+                    state.slot = .ready(connection)
                     state.backoff = settings.reconnectBackoff.initial
                 }
-                channel.closeFuture.whenComplete { _ in
+                connection.channel.closeFuture.whenComplete { _ in
                     slot.withLock { state in
-                        guard case .ready(let current) = state.slot, current === channel else { return }
+                        guard case .ready(let current) = state.slot, current === connection else { return }
                         state.slot = .idle
                     }
                 }
-                promise.succeed(channel)
+                promise.succeed(connection)
             case .failure(let error):
                 slot.withLock { state in
                     state.slot = .backingOff(until: NIODeadline.now() + state.backoff)
@@ -209,11 +217,13 @@ final class ConnectionPool: Sendable {
     // MARK: - Circuit breaker
 
     private func admit() throws {
+        if isHealthy.load(ordering: .relaxed) { return }
         let now = NIODeadline.now()
         let allowed: Bool = breaker.withLock { breaker in
             guard let openUntil = breaker.openUntil else { return true }
             guard now >= openUntil, !breaker.probing else { return false }
             breaker.probing = true
+            isHealthy.store(false, ordering: .relaxed)
             return true
         }
         guard allowed else {
@@ -223,16 +233,19 @@ final class ConnectionPool: Sendable {
     }
 
     private func recordSuccess() {
+        if isHealthy.load(ordering: .relaxed) { return }
         breaker.withLock { breaker in
             breaker.consecutiveFailures = 0
             breaker.openUntil = nil
             breaker.probing = false
+            isHealthy.store(true, ordering: .relaxed)
         }
     }
 
     private func recordFailure() {
         let opened: Bool = breaker.withLock { breaker in
             breaker.consecutiveFailures += 1
+            isHealthy.store(false, ordering: .relaxed)
             if breaker.probing || (breaker.openUntil == nil && breaker.consecutiveFailures >= settings.breakerThreshold) {
                 breaker.probing = false
                 breaker.openUntil = NIODeadline.now() + settings.breakerCooldown
@@ -241,6 +254,112 @@ final class ConnectionPool: Sendable {
             return false
         }
         if opened { counters.breakerOpens.add(1, ordering: .relaxed) }
+    }
+}
+
+/// One connection: its channel, its ``MetaRequestHandler`` (touched on the event loop only) and
+/// the queue through which callers on other threads hand it commands.
+///
+/// A caller appends its command under a short lock; the first one to find the queue idle
+/// schedules one event-loop task that takes every queued command, encodes them into one buffer
+/// and flushes once. So 32 concurrent callers cost one hop and one `write` between them, not 32
+/// of each.
+final class MetaConnection: Sendable {
+    private struct Submissions {
+        var commands: [PendingCommand] = []
+        var isScheduled = false
+    }
+
+    let channel: any Channel
+    private let handler: NIOLoopBound<MetaRequestHandler>
+    private let queue = Locked(Submissions())
+
+    /// Call on `channel`'s event loop.
+    init(channel: any Channel, handler: MetaRequestHandler) {
+        self.channel = channel
+        self.handler = NIOLoopBound(handler, eventLoop: channel.eventLoop)
+    }
+
+    func submit(_ command: PendingCommand) {
+        // Also from the event loop itself: the drain then runs after the tasks already queued
+        // there (the other callers its last replies resumed), so their commands share the write.
+        let schedule: Bool = queue.withLock { queue in
+            queue.commands.append(command)
+            defer { queue.isScheduled = true }
+            return !queue.isScheduled
+        }
+        if schedule { channel.eventLoop.execute { self.drain() } }
+    }
+
+    func submit(_ commands: [PendingCommand]) {
+        let schedule: Bool = queue.withLock { queue in
+            queue.commands.append(contentsOf: commands)
+            defer { queue.isScheduled = true }
+            return !queue.isScheduled
+        }
+        if schedule { channel.eventLoop.execute { self.drain() } }
+    }
+
+    /// On the event loop: sends everything queued so far in one write.
+    private func drain() {
+        let commands: [PendingCommand] = queue.withLock { queue in
+            queue.isScheduled = false
+            defer { queue.commands = [] }
+            return queue.commands
+        }
+        handler.value.submit(commands)
+    }
+}
+
+/// A task executor that runs jobs on one event loop: a task that prefers it (Swift's
+/// `withTaskExecutorPreference`) runs on the thread of that loop's memcached connection, so its
+/// commands are written without a hop to the loop and its replies resume it without a hop back.
+final class EventLoopTaskExecutor: TaskExecutor {
+    let eventLoop: any EventLoop
+
+    init(_ eventLoop: any EventLoop) {
+        self.eventLoop = eventLoop
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        eventLoop.execute { job.runSynchronously(on: executor) }
+    }
+}
+
+/// Gathers the replies of one batch and resumes its caller once, with all of them or with the
+/// first failure. Completed on the event loop.
+final class BatchCollector: Sendable {
+    private struct State {
+        var responses: [MetaResponse?]
+        var remaining: Int
+        var continuation: UnsafeContinuation<[MetaResponse], any Error>?
+    }
+    private let state: Locked<State>
+
+    init(count: Int, _ continuation: UnsafeContinuation<[MetaResponse], any Error>) {
+        state = Locked(State(responses: Array(repeating: nil, count: count), remaining: count, continuation: continuation))
+    }
+
+    func succeed(_ response: MetaResponse, at index: Int) {
+        let finished: (UnsafeContinuation<[MetaResponse], any Error>, [MetaResponse])? = state.withLock { state in
+            guard state.continuation != nil, state.responses[index] == nil else { return nil }
+            state.responses[index] = response
+            state.remaining -= 1
+            guard state.remaining == 0, let continuation = state.continuation else { return nil }
+            state.continuation = nil
+            return (continuation, state.responses.map { $0! })
+        }
+        if let (continuation, responses) = finished { continuation.resume(returning: responses) }
+    }
+
+    func fail(_ error: any Error) {
+        let continuation = state.withLock { state in
+            defer { state.continuation = nil }
+            return state.continuation
+        }
+        continuation?.resume(throwing: error)
     }
 }
 

@@ -2,19 +2,22 @@
 import NIOCore
 import Synchronization
 
-/// Where a command's reply goes: a promise, or a waiting task's continuation (resumed straight
-/// from the event loop, saving the hop a future's callback costs). Completes once; later
-/// completions (a write failure after a timeout, say) are ignored.
+/// Where a command's reply goes: a promise, a waiting task's continuation (resumed straight
+/// from the event loop, saving the hop a future's callback costs) or a slot of a batch.
+/// Completes once; later completions (a write failure after a timeout, say) are ignored. That
+/// guard is why an unsafe continuation is enough (a checked one costs an allocation per call).
 final class ReplySink: Sendable {
     private enum Target: Sendable {
         case promise(EventLoopPromise<MetaResponse>)
-        case continuation(CheckedContinuation<MetaResponse, any Error>)
+        case continuation(UnsafeContinuation<MetaResponse, any Error>)
+        case batch(BatchCollector, index: Int)
     }
     private let target: Target
     private let isDone = Atomic<Bool>(false)
 
     init(_ promise: EventLoopPromise<MetaResponse>) { target = .promise(promise) }
-    init(_ continuation: CheckedContinuation<MetaResponse, any Error>) { target = .continuation(continuation) }
+    init(_ continuation: UnsafeContinuation<MetaResponse, any Error>) { target = .continuation(continuation) }
+    init(_ collector: BatchCollector, index: Int) { target = .batch(collector, index: index) }
 
     func succeed(_ response: MetaResponse) { complete(.success(response)) }
     func fail(_ error: any Error) { complete(.failure(error)) }
@@ -24,12 +27,17 @@ final class ReplySink: Sendable {
         switch target {
         case .promise(let promise): promise.completeWith(result)
         case .continuation(let continuation): continuation.resume(with: result)
+        case .batch(let collector, let index):
+            switch result {
+            case .success(let response): collector.succeed(response, at: index)
+            case .failure(let error): collector.fail(error)
+            }
         }
     }
 }
 
 /// A command on its way out with the sink of its reply.
-struct PendingCommand {
+struct PendingCommand: Sendable {
     var command: MetaCommand
     var promise: ReplySink
     /// When the command fails with `.timeout` and its connection is closed.
@@ -45,6 +53,11 @@ struct PendingCommand {
 /// order (an unexpected token, an error reply the handler cannot attribute, bad bytes) fails
 /// every pending command and closes the connection, so a desynchronised stream is never read.
 ///
+/// Writes: the handler encodes each command itself into one outgoing buffer and hands that
+/// buffer on at `flush`, so every command queued in one event-loop turn leaves in one write
+/// (one syscall), whatever the number of callers. ``MetaConnection`` queues the callers'
+/// commands and submits them in one turn.
+///
 /// Deadlines: replies come in order, so the oldest pending command has the earliest deadline;
 /// one timer per connection watches it. When it passes, every pending command fails with
 /// `.timeout` and the connection closes (a late reply would otherwise be read as the next
@@ -52,34 +65,107 @@ struct PendingCommand {
 final class MetaRequestHandler: ChannelDuplexHandler {
     typealias InboundIn = MetaResponse
     typealias OutboundIn = PendingCommand
-    typealias OutboundOut = MetaCommand
+    typealias OutboundOut = ByteBuffer
 
-    private var pending = CircularBuffer<(opaque: UInt32?, isQuiet: Bool, isGet: Bool, deadline: NIODeadline, promise: ReplySink)>()
+    private struct Waiter {
+        /// The token the reply must echo; 0 for `mn`, which carries none.
+        var opaque: UInt32
+        var isQuiet: Bool
+        var isGet: Bool
+        var deadline: NIODeadline
+        var sink: ReplySink
+    }
+
+    private var pending = CircularBuffer<Waiter>(initialCapacity: 64)
     private var nextOpaque: UInt32 = 1
     private var isClosed = false
     private var timer: Scheduled<Void>?
+    private var context: ChannelHandlerContext?
+    /// Commands encoded since the last flush.
+    private var outgoing: ByteBuffer?
+    /// The write promises of those commands (rare: ``MetaConnection`` passes none).
+    private var outgoingPromise: EventLoopPromise<Void>?
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    // MARK: - Writing
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        var pendingCommand = unwrapOutboundIn(data)
-        var opaque: UInt32?
-        if case .noop = pendingCommand.command.kind {
-            opaque = nil
-        } else if let given = pendingCommand.command.opaque {
-            opaque = given
-        } else {
-            opaque = nextOpaque
-            nextOpaque = nextOpaque == .max ? 1 : nextOpaque + 1
-            pendingCommand.command.flags.append(.opaque(opaque!))
-        }
-        guard !isClosed else {
-            pendingCommand.promise.fail(MemcachedError(.connection, "the connection closed"))
-            promise?.fail(MemcachedError(.connection, "the connection closed"))
+        do {
+            try enqueue(unwrapOutboundIn(data), context: context)
+        } catch {
+            promise?.fail(error)
             return
         }
+        guard let promise else { return }
+        if let earlier = outgoingPromise {
+            earlier.futureResult.cascade(to: promise)
+        } else {
+            outgoingPromise = promise
+        }
+    }
+
+    func flush(context: ChannelHandlerContext) {
+        if let buffer = outgoing, buffer.readableBytes > 0 {
+            outgoing = nil
+            let promise = outgoingPromise
+            outgoingPromise = nil
+            context.write(wrapOutboundOut(buffer), promise: promise)
+        }
+        context.flush()
+    }
+
+    /// Queues every command and sends them in one write; called on the event loop by
+    /// ``MetaConnection``. A command that cannot be queued (closed connection, bad key) has its
+    /// sink failed; the others go on.
+    func submit(_ commands: some Sequence<PendingCommand>) {
+        guard let context else {
+            let error = MemcachedError(.connection, "the connection closed")
+            for command in commands { command.promise.fail(error) }
+            return
+        }
+        for command in commands {
+            try? enqueue(command, context: context)
+        }
+        flush(context: context)
+    }
+
+    /// Encodes `pendingCommand` into the outgoing buffer and records who waits for its reply.
+    /// On failure the command's sink is failed and the error rethrown.
+    private func enqueue(_ pendingCommand: PendingCommand, context: ChannelHandlerContext) throws {
+        guard !isClosed else {
+            let error = MemcachedError(.connection, "the connection closed")
+            pendingCommand.promise.fail(error)
+            throw error
+        }
+        let command = pendingCommand.command
+        let given = command.opaque
+        var opaque: UInt32 = 0
+        if case .noop = command.kind {
+            opaque = 0
+        } else {
+            opaque = given ?? nextOpaque
+        }
+        if outgoing == nil { outgoing = context.channel.allocator.buffer(capacity: 1_024) }
+        do {
+            // Encoding checks the key and flags before it writes a byte.
+            try MetaCommandEncoder.encode(command, appendingOpaque: given == nil ? opaque : 0, into: &outgoing!)
+        } catch {
+            pendingCommand.promise.fail(error)
+            throw error
+        }
+        // A token is used up only by a command that leaves.
+        if given == nil, opaque != 0 { nextOpaque = nextOpaque == .max ? 1 : nextOpaque + 1 }
         var isGet = false
-        if case .get = pendingCommand.command.kind { isGet = true }
-        pending.append((opaque, pendingCommand.command.isQuiet, isGet, pendingCommand.deadline, pendingCommand.promise))
-        context.write(wrapOutboundOut(pendingCommand.command), promise: promise)
+        if case .get = command.kind { isGet = true }
+        pending.append(Waiter(
+            opaque: opaque, isQuiet: command.isQuiet, isGet: isGet, deadline: pendingCommand.deadline, sink: pendingCommand.promise))
         if timer == nil { armTimer(context: context, at: pendingCommand.deadline) }
     }
 
@@ -98,6 +184,8 @@ final class MetaRequestHandler: ChannelDuplexHandler {
         }
     }
 
+    // MARK: - Reading
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let response = unwrapInboundIn(data)
         if response.status.isError {
@@ -108,38 +196,38 @@ final class MetaRequestHandler: ChannelDuplexHandler {
                 return
             }
             pending.removeFirst()
-            head.promise.succeed(response)
+            head.sink.succeed(response)
             if case .serverError = response.status { return }
             // After ERROR or CLIENT_ERROR the server may have skipped bytes: start afresh.
             failAll(context: context, MemcachedError(.connection, "connection reset after \(response.status)"))
             return
         }
         if response.status == .noop {
-            while let head = pending.first, head.opaque != nil {
+            while let head = pending.first, head.opaque != 0 {
                 guard head.isQuiet else {
                     failAll(context: context, MemcachedError(.protocolViolation, "MN before the reply of an earlier command"))
                     return
                 }
                 pending.removeFirst()
-                head.promise.succeed(MetaResponse(status: head.isGet ? .miss : .stored))
+                head.sink.succeed(MetaResponse(status: head.isGet ? .miss : .stored))
             }
             guard let head = pending.popFirst() else {
                 failAll(context: context, MemcachedError(.protocolViolation, "an MN nobody asked for"))
                 return
             }
-            head.promise.succeed(response)
+            head.sink.succeed(response)
             return
         }
         let token = response.opaque
         while let head = pending.first {
-            if head.opaque != nil, head.opaque == token {
+            if head.opaque != 0, head.opaque == token {
                 pending.removeFirst()
-                head.promise.succeed(response)
+                head.sink.succeed(response)
                 return
             }
-            guard head.isQuiet, head.opaque != nil else { break }
+            guard head.isQuiet, head.opaque != 0 else { break }
             pending.removeFirst()
-            head.promise.succeed(MetaResponse(status: head.isGet ? .miss : .stored))
+            head.sink.succeed(MetaResponse(status: head.isGet ? .miss : .stored))
         }
         failAll(context: context, MemcachedError(.protocolViolation, "a reply with opaque \(token.map(String.init) ?? "none") matches no pending command"))
     }
@@ -152,14 +240,16 @@ final class MetaRequestHandler: ChannelDuplexHandler {
         isClosed = true
         timer?.cancel()
         let error = MemcachedError(.connection, "the connection closed")
-        while let head = pending.popFirst() { head.promise.fail(error) }
+        while let head = pending.popFirst() { head.sink.fail(error) }
+        outgoingPromise?.fail(error)
+        outgoingPromise = nil
         context.fireChannelInactive()
     }
 
     private func failAll(context: ChannelHandlerContext, _ error: MemcachedError) {
         isClosed = true
         timer?.cancel()
-        while let head = pending.popFirst() { head.promise.fail(error) }
+        while let head = pending.popFirst() { head.sink.fail(error) }
         context.close(promise: nil)
     }
 }

@@ -65,7 +65,7 @@ extension Array where Element == MetaFlag {
 }
 
 /// A decimal ASCII integer with no sign, or `nil` (empty, non-digits, overflow).
-func parseDecimal(_ bytes: ArraySlice<UInt8>) -> UInt64? {
+func parseDecimal<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> UInt64? {
     guard !bytes.isEmpty, bytes.count <= 20 else { return nil }
     var value: UInt64 = 0
     for byte in bytes {

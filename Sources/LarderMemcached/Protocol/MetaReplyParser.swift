@@ -60,47 +60,61 @@ enum MetaReplyParser {
         guard newline - 1 <= maxLineLength else {
             throw MemcachedError(.protocolViolation, "a reply line is longer than \(maxLineLength) bytes")
         }
-        let line = bytes[0..<(newline - 1)]
-        var words = line.split(separator: UInt8(ascii: " "), omittingEmptySubsequences: true)
-        guard !words.isEmpty else { throw MemcachedError(.protocolViolation, "an empty reply line") }
-        let headBytes = words.removeFirst()
-        let head = String(decoding: headBytes, as: UTF8.self)
-        let message = { String(decoding: line[min(headBytes.endIndex + 1, line.endIndex)...], as: UTF8.self) }
+        // Words are read in place (no array of words, no string for the status).
+        let lineEnd = newline - 1
+        var cursor = 0
+        func nextWord() -> Range<Int>? {
+            while cursor < lineEnd, bytes[cursor] == UInt8(ascii: " ") { cursor += 1 }
+            guard cursor < lineEnd else { return nil }
+            let start = cursor
+            while cursor < lineEnd, bytes[cursor] != UInt8(ascii: " ") { cursor += 1 }
+            return start..<cursor
+        }
+        guard let head = nextWord() else { throw MemcachedError(.protocolViolation, "an empty reply line") }
+        let message = {
+            String(decoding: UnsafeRawBufferPointer(rebasing: bytes[min(head.upperBound + 1, lineEnd)..<lineEnd]), as: UTF8.self)
+        }
         let status: MetaReplyStatus
-        switch head {
-        case "HD": status = .stored
-        case "VA": status = .value
-        case "EN": status = .miss
-        case "NF": status = .notFound
-        case "NS": status = .notStored
-        case "EX": status = .exists
-        case "MN": status = .noop
-        case "ERROR": status = .error
-        case "CLIENT_ERROR": status = .clientError(message())
-        case "SERVER_ERROR": status = .serverError(message())
-        default:
-            throw MemcachedError(.protocolViolation, "an unknown reply \"\(head.prefix(32))\"")
+        if head.count == 2 {
+            switch (bytes[head.lowerBound], bytes[head.lowerBound + 1]) {
+            case (UInt8(ascii: "H"), UInt8(ascii: "D")): status = .stored
+            case (UInt8(ascii: "V"), UInt8(ascii: "A")): status = .value
+            case (UInt8(ascii: "E"), UInt8(ascii: "N")): status = .miss
+            case (UInt8(ascii: "N"), UInt8(ascii: "F")): status = .notFound
+            case (UInt8(ascii: "N"), UInt8(ascii: "S")): status = .notStored
+            case (UInt8(ascii: "E"), UInt8(ascii: "X")): status = .exists
+            case (UInt8(ascii: "M"), UInt8(ascii: "N")): status = .noop
+            default: throw unknownReply(bytes, head)
+            }
+        } else if bytes[head].elementsEqual("ERROR".utf8) {
+            status = .error
+        } else if bytes[head].elementsEqual("CLIENT_ERROR".utf8) {
+            status = .clientError(message())
+        } else if bytes[head].elementsEqual("SERVER_ERROR".utf8) {
+            status = .serverError(message())
+        } else {
+            throw unknownReply(bytes, head)
         }
         if status.isError {
             return Parsed(status: status, flags: [], valueRange: nil, consumed: newline + 1)
         }
         var valueLength: Int?
         if status == .value {
-            guard !words.isEmpty, let size = parseDecimal(ArraySlice(words.removeFirst())), size <= UInt64(maxValueLength) else {
+            guard let sizeWord = nextWord(), let size = parseDecimal(bytes[sizeWord]), size <= UInt64(maxValueLength) else {
                 throw MemcachedError(.protocolViolation, "a VA reply without a valid size (at most \(maxValueLength))")
             }
             valueLength = Int(size)
         }
         var flags: [MetaFlag] = []
-        flags.reserveCapacity(words.count)
-        for word in words {
-            guard let code = word.first, (code >= 0x41 && code <= 0x5A) || (code >= 0x61 && code <= 0x7A) else {
+        while let word = nextWord() {
+            let code = bytes[word.lowerBound]
+            guard (code >= 0x41 && code <= 0x5A) || (code >= 0x61 && code <= 0x7A) else {
                 throw MemcachedError(.protocolViolation, "a reply flag does not start with a letter")
             }
-            guard word.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            guard bytes[word].allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
                 throw MemcachedError(.protocolViolation, "a reply flag holds control bytes")
             }
-            flags.append(MetaFlag(code: code, token: Array(word.dropFirst())))
+            flags.append(MetaFlag(code: code, token: word.count > 1 ? Array(bytes[(word.lowerBound + 1)..<word.upperBound]) : []))
         }
         guard let valueLength else {
             return Parsed(status: status, flags: flags, valueRange: nil, consumed: newline + 1)
@@ -112,6 +126,11 @@ enum MetaReplyParser {
         }
         return Parsed(status: status, flags: flags, valueRange: valueStart..<(valueStart + valueLength),
                       consumed: valueStart + valueLength + 2)
+    }
+
+    private static func unknownReply(_ bytes: UnsafeRawBufferPointer, _ head: Range<Int>) -> MemcachedError {
+        let shown = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[head.prefix(32)]), as: UTF8.self)
+        return MemcachedError(.protocolViolation, "an unknown reply \"\(shown)\"")
     }
 }
 #endif

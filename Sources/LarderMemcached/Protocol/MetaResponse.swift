@@ -19,7 +19,10 @@ public struct MetaResponse: Sendable, Hashable {
 
     /// The opaque token echoed from the request, if any.
     public var opaque: UInt32? {
-        flags.first("O").flatMap { $0.integerToken }.flatMap { UInt32(exactly: $0) }
+        for flag in flags where flag.code == UInt8(ascii: "O") {
+            return flag.integerToken.flatMap { UInt32(exactly: $0) }
+        }
+        return nil
     }
 }
 

@@ -2,16 +2,30 @@
 // bypassed, at 1 call in flight and at 32 (32 concurrent tasks whose calls pipeline on the
 // store's connections). Prints one TSV line per measurement, as the baselines do.
 //
-//   LarderMemcachedBench PORT OPS
+//   LarderMemcachedBench PORT OPS [ONLY]
+//
+// With LARDER_BENCH_NIO_EXECUTOR=1 it first installs swift-nio's event loops as Swift's global
+// executor (NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor,
+// a choice a server makes once at start), and names its rows `larder-nio-executor-…`.
 import Foundation
 import Larder
 import LarderMemcached
+import NIOCore
+import NIOPosix
+
+let onNIOExecutor = ProcessInfo.processInfo.environment["LARDER_BENCH_NIO_EXECUTOR"] == "1"
+if onNIOExecutor, !NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor() {
+    print("could not install the NIO event loops as the global executor")
+    exit(1)
+}
+let rowPrefix = onNIOExecutor ? "larder-nio-executor-" : "larder-"
 
 let arguments = CommandLine.arguments
-guard arguments.count == 3, let port = Int(arguments[1]), let ops = Int(arguments[2]) else {
-    print("usage: LarderMemcachedBench PORT OPS")
+guard (3...4).contains(arguments.count), let port = Int(arguments[1]), let ops = Int(arguments[2]) else {
+    print("usage: LarderMemcachedBench PORT OPS [ONLY]   (ONLY: run just the measurements whose name contains it)")
     exit(2)
 }
+let only = arguments.count == 4 ? arguments[3] : nil
 let store = try MemcachedStore(configuration: .init(port: port, namespace: "l:", deadline: .seconds(5)))
 let storage = try Storage<String, Data>(configuration: .init(), additionalTiers: [store], transformer: .data)
 let keys = (0..<1_000).map { "key-\($0)" }
@@ -20,12 +34,17 @@ for key in keys {
     try await store.setValue(value, forKey: key, expiry: .never, metadata: nil, isCompressible: false)
 }
 
-func measure(_ name: String, inFlight: Int, _ body: @escaping @Sendable (Int) async throws -> Void) async throws {
+/// Runs `ops` calls of `body` from `inFlight` concurrent tasks; `executor` is the tasks'
+/// executor preference (`nil`: Swift's global executor, as most callers are).
+func measure(
+    _ name: String, inFlight: Int, executor: (any TaskExecutor)? = nil, _ body: @escaping @Sendable (Int) async throws -> Void
+) async throws {
+    if let only, !"\(name)\t\(inFlight)".contains(only) { return }
     let clock = ContinuousClock()
     let elapsed = try await clock.measure {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for lane in 0..<inFlight {
-                group.addTask {
+                group.addTask(executorPreference: executor) {
                     for i in stride(from: lane, to: ops, by: inFlight) { try await body(i) }
                 }
             }
@@ -33,7 +52,7 @@ func measure(_ name: String, inFlight: Int, _ body: @escaping @Sendable (Int) as
         }
     }
     let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-    print("larder-\(name)\t\(inFlight)\t\(Int(Double(ops) / seconds))")
+    print("\(rowPrefix)\(name)\t\(inFlight)\t\(Int(Double(ops) / seconds))")
 }
 
 for inFlight in [1, 32] {
@@ -46,9 +65,19 @@ for inFlight in [1, 32] {
     try await measure("store\tset", inFlight: inFlight) { i in
         try await store.setValue(value, forKey: keys[i % 1_000], expiry: .never, metadata: nil, isCompressible: false)
     }
+    // The same calls from tasks that run on the connection's event loop (`store.taskExecutor`).
+    try await measure("store-on-loop\tget", inFlight: inFlight, executor: store.taskExecutor) { i in
+        guard try await store.entry(forKey: keys[i % 1_000])?.data.count == 100 else { fatalError("miss") }
+    }
+    try await measure("storage-on-loop\tget", inFlight: inFlight, executor: store.taskExecutor) { i in
+        guard try await storage.value(forKey: keys[i % 1_000], tiers: .remote)?.count == 100 else { fatalError("miss") }
+    }
+    try await measure("store-on-loop\tset", inFlight: inFlight, executor: store.taskExecutor) { i in
+        try await store.setValue(value, forKey: keys[i % 1_000], expiry: .never, metadata: nil, isCompressible: false)
+    }
 }
 // 32 keys per quiet batch (mg … q × 32, mn), like the baselines' multi-gets.
-do {
+if only == nil || "store\tget-batch\t32".contains(only!) {
     let clock = ContinuousClock()
     var fetched = 0
     let elapsed = try await clock.measure {
@@ -58,7 +87,7 @@ do {
     }
     guard fetched >= ops else { fatalError("batch misses") }
     let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-    print("larder-store\tget-batch\t32\t\(Int(Double(fetched) / seconds))")
+    print("\(rowPrefix)store\tget-batch\t32\t\(Int(Double(fetched) / seconds))")
 }
 
 // A memory hit of a remote-derived value against a memory hit of a local write, both through
@@ -71,6 +100,10 @@ let memoryStorage = try Storage<String, Data>(configuration: .init(), additional
 // (A function, not top-level code: there `entry(forKey:)` resolved to the synchronous overload.)
 func remoteRead(_ storage: Storage<String, Data>, _ key: String) async throws -> Storage<String, Data>.Entry? {
     try await storage.entry(forKey: key)
+}
+if only != nil {
+    await store.close()
+    exit(0)
 }
 guard try await remoteRead(memoryStorage, "key-1")?.tier == .remote else { fatalError("no remote hit") }
 try syncWrite(memoryStorage, value, "local", expiry: .seconds(3_600))
