@@ -242,9 +242,9 @@ enum ImageFrame {
             format: ImageFormat(stored.f, mimeType: stored.m), pixelWidth: stored.w, pixelHeight: stored.h,
             frameCount: stored.n, byteCount: stored.b, entityTag: stored.e, lastModified: stored.l)
         metadata.freshUntil = stored.u.map(FreshnessRecord.date)
-        metadata.staleWhileRevalidate = .seconds(max(0, stored.r ?? 0))
-        metadata.staleIfError = .seconds(max(0, stored.x ?? 0))
-        metadata.freshLifetime = stored.t.map { .seconds(max(0, $0)) }
+        metadata.staleWhileRevalidate = .storedSeconds(stored.r ?? 0)
+        metadata.staleIfError = .storedSeconds(stored.x ?? 0)
+        metadata.freshLifetime = stored.t.map(Duration.storedSeconds)
         return CachedImage(checkedData: data, metadata: metadata)
     }
 }

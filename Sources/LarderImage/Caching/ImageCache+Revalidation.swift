@@ -76,7 +76,11 @@ extension ImageCache {
     func revalidateInBackground(_ key: ImageKey, from source: FetchSource) {
         guard loads.waiterCount(for: key) == 0 else { return }
         Task {
-            _ = try? await loads.value(for: key) { try await self.resolve(key, from: source, inBackground: true) }
+            do {
+                _ = try await loads.value(for: key) { try await self.resolve(key, from: source, inBackground: true) }
+            } catch {
+                log("background revalidation of image \(key) failed: \(error)")
+            }
         }
     }
 
@@ -150,9 +154,9 @@ struct FreshnessRecord: Codable, Equatable {
         metadata.entityTag = e
         metadata.lastModified = l
         metadata.freshUntil = u.map(Self.date)
-        metadata.staleWhileRevalidate = .seconds(max(0, r))
-        metadata.staleIfError = .seconds(max(0, x))
-        metadata.freshLifetime = t.map { .seconds(max(0, $0)) }
+        metadata.staleWhileRevalidate = .storedSeconds(r)
+        metadata.staleIfError = .storedSeconds(x)
+        metadata.freshLifetime = t.map(Duration.storedSeconds)
         return metadata
     }
 
@@ -169,5 +173,11 @@ extension Duration {
     /// The duration in seconds, or `nil` when it is zero (so a frame leaves the field out).
     var nonZeroSeconds: Double? {
         self == .zero ? nil : timeInterval
+    }
+
+    /// Seconds read back from a frame or an index row as a duration: zero for a negative or
+    /// non-finite number, at most about 317 years, so damaged bytes never trap.
+    static func storedSeconds(_ seconds: Double) -> Duration {
+        seconds.isFinite && seconds > 0 ? .seconds(min(seconds, 1e10)) : .zero
     }
 }

@@ -19,6 +19,16 @@ import Larder
 /// Fetched and processed bytes must be non-empty and of a known ``ImageFormat``; anything else
 /// throws ``ImageCacheError/invalidImageData(reason:)`` and caches nothing.
 ///
+/// A downloaded image is fresh for the lifetime its response gives (``ImageFreshness``). A
+/// stale one found in memory or on disk is revalidated before use: with the cache's fetcher,
+/// a conditional request (`If-None-Match`, `If-Modified-Since`) whose `304` refreshes its
+/// lifetime and validators without transferring or rewriting the bytes (the disk's index row
+/// changes, not the blob file), and whose `200` replaces it; without a validator, or with a
+/// fetch closure, a download. Within its `stale-while-revalidate` window it is returned at once
+/// and one revalidation runs in the background; within its `stale-if-error` window it is
+/// returned when revalidation fails with a transport error or a 5xx.
+/// ``ImageResult/freshness`` says which happened.
+///
 /// Concurrent requests for one key share one load: the fetch runs once and every waiter gets
 /// its result or its error. Cancelling one waiter's task makes that waiter throw
 /// `CancellationError` at once and leaves the others and the fetch alone; the fetch's task is
@@ -173,12 +183,17 @@ public final class ImageCache: Sendable {
         return try await load(key, from: fetcher.map { .fetcher($0, options) } ?? .none)
     }
 
-    /// The image for `key` if memory or disk holds it, without making or fetching anything.
+    /// The image for `key` if memory or disk holds it, without making, fetching or
+    /// revalidating anything.
+    ///
+    /// The image may be past its lifetime (kept to be revalidated or served stale): see
+    /// ``ImageMetadata/isFresh(at:)``.
     ///
     /// - Returns: The image with ``ImageResult/Source/memory`` or ``ImageResult/Source/disk``,
     ///   or `nil` on a miss.
     public func cachedImage(for key: ImageKey) async throws -> ImageResult? {
-        try await storage.entry(forKey: key).map { ImageResult(image: $0.value, source: .tier($0.tier)) }
+        guard let entry = try await storage.entry(forKey: key) else { return nil }
+        return ImageResult(image: try await current(entry, forKey: key, now: now()), source: .tier(entry.tier))
     }
 
     /// Checks `data` and stores it for `key` in every tier.
@@ -247,9 +262,11 @@ public final class ImageCache: Sendable {
             if source.canRevalidate(key) { return try await revalidate(image, from: tier, forKey: key, source: source) }
         }
         if !key.isOriginal, case let .success(steps) = processingSteps(for: key),
-           let original = try await storage.entryAfterMemoryMiss(forKey: key.original),
-           let expiry = variantExpiry(of: original.value.metadata, storedUntil: original.expirationDate) {
-            return try await makeVariant(of: original.value, for: key, steps: steps, expiry: expiry)
+           let original = try await storage.entryAfterMemoryMiss(forKey: key.original) {
+            let image = try await current(original, forKey: key.original, now: now())
+            if let expiry = variantExpiry(of: image.metadata, storedUntil: original.expirationDate) {
+                return try await makeVariant(of: image, for: key, steps: steps, expiry: expiry)
+            }
         }
         switch source {
         case let .closure(fetch):
