@@ -103,7 +103,8 @@ extension ImageCache {
 
     /// Whether a failed revalidation may fall back to the stale image (`stale-if-error`): a
     /// transport error, a timeout, a cut-short body, an unavailable host or a 5xx; never a
-    /// 4xx, content that is not an image, or cancellation.
+    /// 4xx, content that is not an image, or cancellation. An error of a fetch closure that is
+    /// not an ``ImageFetchError`` counts as a transport error.
     static func allowsStale(after error: any Error) -> Bool {
         switch error {
         case let error as ImageFetchError:

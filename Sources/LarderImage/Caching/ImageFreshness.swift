@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import Larder
 
 /// How long a downloaded image stays fresh in an ``ImageCache``: from the response's
