@@ -73,9 +73,16 @@ extension ImageCache {
     /// Starts one revalidation of `key` in the background, unless a load of it is in flight
     /// already. It goes through the cache's coalescer, so callers that arrive meanwhile join
     /// it, and it first checks whether another revalidation has just refreshed the image.
+    ///
+    /// The request carries the caller's headers at ``FetchPriority/low`` (behind images being
+    /// waited for) and without its progress closure: the caller has its image already.
     func revalidateInBackground(_ key: ImageKey, from source: FetchSource) {
         guard loads.waiterCount(for: key) == 0 else { return }
-        Task {
+        var source = source
+        if case let .fetcher(fetcher, options) = source {
+            source = .fetcher(fetcher, FetchOptions(headers: options.headers, priority: .low, progress: nil))
+        }
+        Task { [source] in
             do {
                 _ = try await loads.value(for: key) { try await self.resolve(key, from: source, inBackground: true) }
             } catch {
