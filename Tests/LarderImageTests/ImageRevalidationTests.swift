@@ -195,18 +195,25 @@ struct ImageRevalidationTests {
         await #expect(throws: ImageFetchError.badStatus(code: 503)) { try await cache.image(for: key) }
     }
 
-    @Test func aNoStoreAnswerToARevalidationRemovesTheImage() async throws {
-        let png = self.png
+    @Test(arguments: [304, 200])
+    func aNoStoreAnswerToARevalidationRemovesTheImage(status: Int) async throws {
+        // Given a cached image whose revalidation is answered with no-store (a 304, or a 200
+        // with a new image)
+        let png = self.png, gif = self.gif
         let server = try TestHTTPServer { _, attempt, _ in
             attempt == 1
                 ? .init(headers: [("Content-Type", "image/png"), ("ETag", "\"s\""), ("Cache-Control", "max-age=60")], body: png)
-                : .init(status: 304, headers: [("Cache-Control", "no-store")])
+                : .init(status: status, headers: [("Content-Type", "image/gif"), ("Cache-Control", "no-store")],
+                        body: status == 200 ? gif : Data())
         }
         let cache = try makeCache()
         let key = ImageKey(server.url("/s.png"))
         _ = try await cache.image(for: key)
         clock.advance(by: 61)
-        #expect(try await cache.image(for: key).freshness == .revalidated)
+        // Then the answer is returned, and no tier keeps the stale image or the new one
+        let result = try await cache.image(for: key)
+        #expect(result.freshness == (status == 304 ? .revalidated : .fresh))
+        #expect(result.data == (status == 304 ? png : gif))
         #expect(try await cache.cachedImage(for: key) == nil)
     }
 

@@ -20,7 +20,7 @@ extension ImageCache {
                     counters.countDownload()
                     let fetched = try await fetcher.fetch(
                         url, headers: options.headers, priority: options.priority, progress: options.progress)
-                    return try await storeDownloaded(FetchedBytes(fetched), for: key)
+                    return try await storeDownloaded(FetchedBytes(fetched), for: key, replacing: true)
                 }
                 counters.countRevalidation()
                 switch try await fetcher.revalidate(
@@ -29,11 +29,11 @@ extension ImageCache {
                 case let .notModified(response):
                     return try await refresh(image, from: tier, forKey: key, with: response)
                 case let .modified(fetched):
-                    return try await storeDownloaded(FetchedBytes(fetched), for: key)
+                    return try await storeDownloaded(FetchedBytes(fetched), for: key, replacing: true)
                 }
             case let .closure(fetch):
                 counters.countDownload()
-                return try await storeDownloaded(try await fetch(key), for: key)
+                return try await storeDownloaded(try await fetch(key), for: key, replacing: true)
             case .none:
                 throw ImageCacheError.noFetcher
             }

@@ -326,7 +326,10 @@ public final class ImageCache: Sendable {
 
     /// Checks downloaded bytes and stores them for as long as the response (or the fixed
     /// ``Configuration/freshness``) allows; a `no-store` answer is returned but not stored.
-    func storeDownloaded(_ fetched: FetchedBytes, for key: ImageKey) async throws -> ImageResult {
+    ///
+    /// - Parameter replacing: Whether the download replaces a stale cached image, which a
+    ///   `no-store` answer then removes.
+    func storeDownloaded(_ fetched: FetchedBytes, for key: ImageKey, replacing: Bool = false) async throws -> ImageResult {
         var image = try makeImage(fetched.data, entityTag: fetched.entityTag, lastModified: fetched.lastModified)
         let decision = configuration.freshness.decision(
             cacheControl: fetched.cacheControl, expires: fetched.expires, date: fetched.date, age: fetched.age,
@@ -334,8 +337,8 @@ public final class ImageCache: Sendable {
         if case let .store(lifetime) = decision {
             image = CachedImage(checkedData: image.data, metadata: lifetime.applied(to: image.metadata))
             await store(image, for: key, expiry: lifetime.expiry)
-        } else {
-            // A no-store answer replaces nothing, but what was cached is outdated now.
+        } else if replacing {
+            // A no-store answer is not cached, and the stale image it replaces is outdated.
             _ = try? await storage.removeValue(forKey: key)
         }
         return ImageResult(image: image, source: .network)
