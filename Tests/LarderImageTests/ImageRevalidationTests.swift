@@ -113,6 +113,25 @@ struct ImageRevalidationTests {
         #expect(last.inode == blob.inode && last.modified == blob.modified)
     }
 
+    @Test func aMemoryOnlyCacheRevalidatesAndKeepsTheRefreshedImageInMemory() async throws {
+        let png = self.png
+        let server = try TestHTTPServer { _, _, headers in
+            if headers["if-none-match"] == "\"m\"" { return .init(status: 304, headers: [("Cache-Control", "max-age=300")]) }
+            return .init(headers: [("Content-Type", "image/png"), ("ETag", "\"m\""), ("Cache-Control", "max-age=60")], body: png)
+        }
+        let cache = try ImageCache(fetcher: HTTPImageFetcher { $0.maximumAttempts = 1; $0.now = clock.now }) {
+            $0.now = clock.now
+        }
+        let key = ImageKey(server.url("/m.png"))
+        _ = try await cache.image(for: key)
+        clock.advance(by: 61)
+        #expect(try await cache.image(for: key).freshness == .revalidated)
+        clock.advance(by: 200)
+        let fresh = try await cache.image(for: key)
+        #expect(fresh.freshness == .fresh && fresh.source == .memory)
+        #expect(server.requestCount("/m.png") == 2 && server.bodyBytesSent("/m.png") == png.count)
+    }
+
     @Test func lastModifiedAloneIsSentAsIfModifiedSince() async throws {
         let png = self.png
         let stamp = "Sat, 21 Nov 2026 10:00:00 GMT"
