@@ -29,14 +29,18 @@ extension Storage {
     ) throws -> Bool {
         let tiers = tiers ?? configuration.defaultTiers
         try checkExpiry(expiry, tiers: tiers)
+        // Caller code (the cost and compressibility closures) runs before the key's turn.
+        let copy = value.map { (value: $0, cost: memoryCost(of: $0)) }
+        let isCompressible = value.map(transformer.isCompressible) ?? transformer.isCompressible
         return try turns.withTurn(key) {
             var found = false
             for tier in localTiers.reversed() where tiers.contains(tier.tierID) {
-                if try refreshBytes(forKey: key.cacheKey, expiry: expiry, metadata: metadata, value: value, in: tier) {
+                if try refreshBytes(forKey: key.cacheKey, expiry: expiry, metadata: metadata,
+                                    isCompressible: isCompressible, in: tier) {
                     found = true
                 }
             }
-            return refreshMemory(forKey: key, expiry: expiry, value: value, tiers: tiers, foundBelow: found) || found
+            return refreshMemory(forKey: key, expiry: expiry, copy: copy, tiers: tiers, foundBelow: found) || found
         }
     }
 
@@ -59,21 +63,23 @@ extension Storage {
 
     /// Refreshes one local tier; see ``refresh(forKey:expiry:metadata:value:tiers:)-(_,_,_,_,_)``.
     private func refreshBytes(
-        forKey key: String, expiry: Expiry, metadata: Data?, value: Value?, in tier: any LocalCacheTier
+        forKey key: String, expiry: Expiry, metadata: Data?, isCompressible: Bool, in tier: any LocalCacheTier
     ) throws -> Bool {
         if let disk = tier as? DiskStore { return try disk.refresh(forKey: key, expiry: expiry, metadata: metadata) }
         guard let found = try tier.entry(forKey: key) else { return false }
-        try tier.setValue(found.data, forKey: key, expiry: expiry, metadata: metadata,
-                          isCompressible: value.map(transformer.isCompressible) ?? transformer.isCompressible)
+        try tier.setValue(found.data, forKey: key, expiry: expiry, metadata: metadata, isCompressible: isCompressible)
         return true
     }
 
-    /// Memory's part of a refresh: the new copy where some tier held the key, else the expiry.
-    func refreshMemory(forKey key: Key, expiry: Expiry, value: Value?, tiers: StorageTiers, foundBelow: Bool) -> Bool {
+    /// Memory's part of a refresh: the new copy (with its cost, computed before the key's turn)
+    /// where some tier held the key, else the expiry.
+    func refreshMemory(
+        forKey key: Key, expiry: Expiry, copy: (value: Value, cost: Int)?, tiers: StorageTiers, foundBelow: Bool
+    ) -> Bool {
         guard tiers.includesMemory else { return false }
-        guard let value else { return memory.setExpiry(expiry, forKey: key) }
+        guard let copy else { return memory.setExpiry(expiry, forKey: key) }
         guard foundBelow || memory.containsValue(forKey: key) else { return false }
-        return memory.setValue(value, forKey: key, cost: memoryCost(of: value), expiry: expiry)
+        return memory.setValue(copy.value, forKey: key, cost: copy.cost, expiry: expiry)
     }
 }
 
@@ -92,6 +98,7 @@ extension Storage where Value: Sendable {
         }
         let tiers = tiers ?? configuration.defaultTiers
         try checkExpiry(expiry, tiers: tiers)
+        let copy = value.map { (value: $0, cost: memoryCost(of: $0)) }
         let isCompressible = value.map(transformer.isCompressible) ?? transformer.isCompressible
         return try await sharedTurns.withTurn(key) { () async throws -> Bool in
             var found = false
@@ -105,7 +112,8 @@ extension Storage where Value: Sendable {
                 for tier in self.tiers.reversed() where tiers.contains(tier.tierID) && !(tier is any SharedCacheTier) {
                     if let local = tier as? any LocalCacheTier {
                         if try await offload({
-                            try self.refreshBytes(forKey: key.cacheKey, expiry: expiry, metadata: metadata, value: value, in: local)
+                            try self.refreshBytes(forKey: key.cacheKey, expiry: expiry, metadata: metadata,
+                                                  isCompressible: isCompressible, in: local)
                         }) { found = true }
                     } else if let entry = try await tier.entry(forKey: key.cacheKey) {
                         let refreshed = TierEntry(data: entry.data, expirationDate: nil, metadata: metadata)
@@ -113,7 +121,7 @@ extension Storage where Value: Sendable {
                         found = true
                     }
                 }
-                return refreshMemory(forKey: key, expiry: expiry, value: value, tiers: tiers, foundBelow: found) || found
+                return refreshMemory(forKey: key, expiry: expiry, copy: copy, tiers: tiers, foundBelow: found) || found
             }
         }
     }
