@@ -55,6 +55,40 @@ struct HTTPImageFetcherTests {
     }
 
     @Test
+    func revalidateSendsBothValidatorsAndReturnsThe304sHeadersOrTheNewImage() async throws {
+        // Given a server that answers 304 when both validators match, else 200 with a new ETag
+        let png = self.png
+        let stamp = "Sat, 21 Nov 2026 10:00:00 GMT"
+        let server = try TestHTTPServer { _, _, headers in
+            if headers["if-none-match"] == "\"v1\"", headers["if-modified-since"] == stamp {
+                return TestHTTPServer.Response(status: 304, headers: [
+                    ("ETag", "\"v1\""), ("Cache-Control", "max-age=600"), ("Date", "Sun, 22 Nov 2026 10:00:00 GMT"),
+                    ("Age", "5"), ("Expires", "Sun, 22 Nov 2026 11:00:00 GMT")])
+            }
+            return TestHTTPServer.Response(headers: [("Content-Type", "image/png"), ("ETag", "\"v2\"")], body: png)
+        }
+        let fetcher = makeFetcher()
+        let url = server.url("/v.png")
+        // When it is revalidated with matching validators, then with an outdated one
+        let unchanged = try await fetcher.revalidate(url, entityTag: "\"v1\"", lastModified: stamp)
+        let changed = try await fetcher.revalidate(url, entityTag: "\"v0\"", lastModified: nil)
+        // Then the 304 comes back with its header fields, and the 200 with the new image
+        #expect(unchanged == .notModified(NotModifiedResponse(
+            url: url, entityTag: "\"v1\"", lastModified: nil, cacheControl: "max-age=600",
+            expires: "Sun, 22 Nov 2026 11:00:00 GMT", date: "Sun, 22 Nov 2026 10:00:00 GMT", age: "5")))
+        guard case let .modified(image) = changed else { Issue.record("expected the new image, got \(changed)"); return }
+        #expect(image.data == png && image.entityTag == "\"v2\"")
+        #expect(server.requestHeaders("/v.png")["if-none-match"] == "\"v0\"")
+        #expect(server.requestHeaders("/v.png")["if-modified-since"] == nil)
+        // And a 304 to a request that was not conditional is an error, not an image
+        let stray = try TestHTTPServer { _, _ in TestHTTPServer.Response(status: 304) }
+        await #expect(throws: ImageFetchError.badStatus(code: 304)) { try await fetcher.fetch(stray.url("/s.png")) }
+        await #expect(throws: ImageFetchError.badStatus(code: 304)) {
+            try await fetcher.revalidate(stray.url("/s.png"), entityTag: nil, lastModified: nil)
+        }
+    }
+
+    @Test
     func acceptsOctetStreamAndAMissingContentTypeWhenTheBytesAreAnImage() async throws {
         let png = self.png
         let server = try TestHTTPServer { path, _ in

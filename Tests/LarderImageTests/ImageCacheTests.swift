@@ -93,12 +93,17 @@ struct ImageCacheTests {
             Issue.record("a reopened cache must not fetch what its disk holds")
             return Data()
         }
-        // Then the disk answers with the bytes and every piece of metadata
+        // Then the disk answers with the bytes and every piece of metadata, the default
+        // lifetime (1 day: the response said nothing) included
         #expect(result.source == .disk)
         #expect(result.data == animatedGIF)
-        #expect(result.metadata == ImageMetadata(
+        let freshUntil = try #require(result.metadata.freshUntil)
+        #expect(abs(freshUntil.timeIntervalSinceNow - 86_400) < 60)
+        var expected = ImageMetadata(
             format: .gif, pixelWidth: 5, pixelHeight: 3, frameCount: 3, byteCount: animatedGIF.count,
-            entityTag: "\"v7\"", lastModified: "Sat, 21 Nov 2026 10:00:00 GMT"))
+            entityTag: "\"v7\"", lastModified: "Sat, 21 Nov 2026 10:00:00 GMT", freshUntil: freshUntil)
+        expected.freshLifetime = .seconds(86_400)
+        #expect(result.metadata == expected)
     }
 
     @Test func aDamagedDiskFrameIsAMissThatFetchesAgain() async throws {

@@ -21,7 +21,7 @@ struct ImageFreshnessTests {
     /// stored nothing), with how many downloads two requests made.
     func expiry(
         for headers: [(String, String)], freshness: ImageFreshness = .fromResponse()
-    ) async throws -> (expiry: TimeInterval?, stored: Bool, downloads: Int) {
+    ) async throws -> (expiry: TimeInterval?, stored: Bool, downloads: Int, metadata: ImageMetadata?) {
         let png = self.png
         let server = try TestHTTPServer { _, _ in
             TestHTTPServer.Response(headers: [("Content-Type", "image/png")] + headers, body: png)
@@ -37,7 +37,7 @@ struct ImageFreshnessTests {
         let entry = try await cache.storage.entry(forKey: key, tiers: .disk)
         _ = try await cache.image(for: key)
         let expiry = entry?.expirationDate.map { $0.timeIntervalSince(clock.now()) }
-        return (expiry, entry != nil, server.requestCount("/image.png"))
+        return (expiry, entry != nil, server.requestCount("/image.png"), entry?.value.metadata)
     }
 
     @Test func maxAgeSetsTheLifetimeLessTheAgeAlreadySpent() async throws {
@@ -76,6 +76,55 @@ struct ImageFreshnessTests {
         #expect(result.expiry == 60)
         #expect(result.downloads == 1)
         #expect(try await expiry(for: [("Cache-Control", "max-age=5")], freshness: .fixed(nil)).expiry == nil)
+    }
+
+    @Test func staleWindowsAreRecordedAndKeepTheImageCachedThatMuchLonger() async throws {
+        // Fresh for 100 s, then usable stale for 50 s (background revalidation) or 200 s (on
+        // errors): kept for the longer window
+        let result = try await expiry(for: [("Cache-Control", "max-age=100, stale-while-revalidate=50, stale-if-error=200")])
+        let metadata = try #require(result.metadata)
+        #expect(result.expiry == 300)
+        #expect(metadata.freshUntil == clock.now().addingTimeInterval(100))
+        #expect(metadata.staleWhileRevalidate == .seconds(50) && metadata.staleIfError == .seconds(200))
+        #expect(result.downloads == 1)
+        // must-revalidate and no-cache forbid serving stale: no windows
+        let strict = try #require(try await expiry(for: [
+            ("Cache-Control", "max-age=100, stale-while-revalidate=50, stale-if-error=200, must-revalidate"),
+        ]).metadata)
+        #expect(strict.staleWhileRevalidate == .zero && strict.staleIfError == .zero)
+        // A window alone keeps an image with no fresh lifetime and no validator
+        let windowOnly = try await expiry(for: [("Cache-Control", "max-age=0, stale-while-revalidate=30")])
+        #expect(windowOnly.stored && windowOnly.expiry == 30)
+    }
+
+    @Test func aValidatorKeepsAStaleImageForTheStaleRetentionToBeRevalidated() async throws {
+        let headers = [("Cache-Control", "max-age=100"), ("ETag", "\"x\"")]
+        #expect(try await expiry(for: headers).expiry == 100 + 7 * 86_400)
+        let short = ImageFreshness.fromResponse(staleRetention: .seconds(1_000))
+        #expect(try await expiry(for: headers, freshness: short).expiry == 1_100)
+        // no-cache with a validator: stored, stale at once
+        let noCache = try await expiry(for: [("Cache-Control", "no-cache"), ("ETag", "\"x\"")], freshness: short)
+        #expect(noCache.stored && noCache.expiry == 1_000)
+        #expect(noCache.metadata?.freshUntil == clock.now())
+    }
+
+    @Test(arguments: [
+        "max-age=1e400", "max-age=-5", "max-age=nan", "max-age=inf", "max-age=", "max-age", "=,=,,",
+        "stale-while-revalidate=1e308, max-age=1", "stale-if-error=-1e308", "stale-if-error=nan, no-cache",
+        String(repeating: "max-age=9,", count: 2_000), "\u{0}max-age=1\u{FFFF}",
+    ])
+    func hostileCacheControlValuesGiveBoundedLifetimesWithoutTrapping(_ header: String) {
+        let freshness = ImageFreshness.fromResponse()
+        let now = Date(timeIntervalSince1970: 1_000_000)
+        for age in [nil, "1e400", "-3", "x"] as [String?] {
+            let decision = freshness.decision(
+                cacheControl: header, expires: "Sun, 06 Nov 9999 08:49:37 GMT", date: nil, age: age, now: now,
+                hasValidator: true)
+            guard case let .store(lifetime) = decision else { continue }
+            let freshUntil = lifetime.freshUntil
+            #expect(freshUntil.map { $0 >= now && $0 <= now.addingTimeInterval(30 * 86_400) } ?? false, "\(header)")
+            #expect(lifetime.staleWhileRevalidate <= .seconds(30 * 86_400) && lifetime.staleIfError <= .seconds(30 * 86_400))
+        }
     }
 
     @Test func directivesParseWithQuotesCaseAndSpaces() {

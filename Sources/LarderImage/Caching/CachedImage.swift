@@ -31,6 +31,19 @@ public struct ImageMetadata: Sendable, Hashable {
     public var entityTag: String?
     /// The `Last-Modified` date the image was served with, for revalidation.
     public var lastModified: String?
+    /// When the image stops being fresh, from the response's `Cache-Control` or `Expires` (see
+    /// ``ImageFreshness``); after it, ``ImageCache`` revalidates the image before using it.
+    /// `nil` when the image has no HTTP lifetime (a fixed freshness, a stored or processed
+    /// image): it is fresh for as long as it is cached.
+    public var freshUntil: Date?
+    /// How long after ``freshUntil`` the stale image may still be returned at once while one
+    /// revalidation runs in the background (`Cache-Control: stale-while-revalidate`).
+    public var staleWhileRevalidate: Duration
+    /// How long after ``freshUntil`` the stale image may be returned when revalidating it fails
+    /// with a transport error or a 5xx (`Cache-Control: stale-if-error`).
+    public var staleIfError: Duration
+    /// The fresh lifetime the last response gave, reused when a `304` says nothing about it.
+    var freshLifetime: Duration?
 
     /// Creates metadata.
     ///
@@ -38,7 +51,8 @@ public struct ImageMetadata: Sendable, Hashable {
     ///   is not negative.
     public init(
         format: ImageFormat, pixelWidth: Int? = nil, pixelHeight: Int? = nil, frameCount: Int? = nil,
-        byteCount: Int, entityTag: String? = nil, lastModified: String? = nil
+        byteCount: Int, entityTag: String? = nil, lastModified: String? = nil, freshUntil: Date? = nil,
+        staleWhileRevalidate: Duration = .zero, staleIfError: Duration = .zero
     ) {
         precondition((pixelWidth.map { $0 > 0 } ?? true) && (pixelHeight.map { $0 > 0 } ?? true),
                      "an image has a positive pixel size")
@@ -51,6 +65,24 @@ public struct ImageMetadata: Sendable, Hashable {
         self.byteCount = byteCount
         self.entityTag = entityTag
         self.lastModified = lastModified
+        self.freshUntil = freshUntil
+        self.staleWhileRevalidate = staleWhileRevalidate
+        self.staleIfError = staleIfError
+    }
+
+    /// Whether the image is fresh at `date`: it has no HTTP lifetime, or ``freshUntil`` is later.
+    public func isFresh(at date: Date) -> Bool {
+        freshUntil.map { date < $0 } ?? true
+    }
+
+    /// Whether a stale image may be returned at `date` while it is revalidated in the background.
+    func allowsStaleWhileRevalidate(at date: Date) -> Bool {
+        freshUntil.map { date < $0.addingTimeInterval(staleWhileRevalidate.timeInterval) } ?? false
+    }
+
+    /// Whether a stale image may be returned at `date` because revalidating it failed.
+    func allowsStaleIfError(at date: Date) -> Bool {
+        freshUntil.map { date < $0.addingTimeInterval(staleIfError.timeInterval) } ?? false
     }
 
     /// The bytes a decoder needs for every frame as 32-bit RGBA (see
@@ -154,6 +186,12 @@ enum ImageFrame {
         var b: Int
         var e: String?
         var l: String?
+        /// Freshness: fresh until (milliseconds since 1970), stale-while-revalidate and
+        /// stale-if-error windows and the fresh lifetime (seconds). Absent in older frames.
+        var u: Int64?
+        var r: Double?
+        var x: Double?
+        var t: Double?
     }
 
     static func encode(_ image: CachedImage) throws -> Data {
@@ -161,7 +199,9 @@ enum ImageFrame {
         let stored = Stored(
             f: metadata.format.identifier, m: metadata.format.mimeType, w: metadata.pixelWidth,
             h: metadata.pixelHeight, n: metadata.frameCount, b: metadata.byteCount,
-            e: metadata.entityTag, l: metadata.lastModified)
+            e: metadata.entityTag, l: metadata.lastModified, u: metadata.freshUntil.map(FreshnessRecord.milliseconds),
+            r: metadata.staleWhileRevalidate.nonZeroSeconds, x: metadata.staleIfError.nonZeroSeconds,
+            t: metadata.freshLifetime?.timeInterval)
         let json = try JSONEncoder().encode(stored)
         var frame = Data(capacity: headerSize + json.count + image.data.count)
         frame.append(magic)
@@ -198,9 +238,13 @@ enum ImageFrame {
         else {
             throw StorageError.decoding("image frame metadata does not match its \(data.count) bytes")
         }
-        let metadata = ImageMetadata(
+        var metadata = ImageMetadata(
             format: ImageFormat(stored.f, mimeType: stored.m), pixelWidth: stored.w, pixelHeight: stored.h,
             frameCount: stored.n, byteCount: stored.b, entityTag: stored.e, lastModified: stored.l)
+        metadata.freshUntil = stored.u.map(FreshnessRecord.date)
+        metadata.staleWhileRevalidate = .storedSeconds(stored.r ?? 0)
+        metadata.staleIfError = .storedSeconds(stored.x ?? 0)
+        metadata.freshLifetime = stored.t.map(Duration.storedSeconds)
         return CachedImage(checkedData: data, metadata: metadata)
     }
 }

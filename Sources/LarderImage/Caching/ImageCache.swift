@@ -19,6 +19,16 @@ import Larder
 /// Fetched and processed bytes must be non-empty and of a known ``ImageFormat``; anything else
 /// throws ``ImageCacheError/invalidImageData(reason:)`` and caches nothing.
 ///
+/// A downloaded image is fresh for the lifetime its response gives (``ImageFreshness``). A
+/// stale one found in memory or on disk is revalidated before use: with the cache's fetcher,
+/// a conditional request (`If-None-Match`, `If-Modified-Since`) whose `304` refreshes its
+/// lifetime and validators without transferring or rewriting the bytes (the disk's index row
+/// changes, not the blob file), and whose `200` replaces it; without a validator, or with a
+/// fetch closure, a download. Within its `stale-while-revalidate` window it is returned at once
+/// and one revalidation runs in the background; within its `stale-if-error` window it is
+/// returned when revalidation fails with a transport error or a 5xx.
+/// ``ImageResult/freshness`` says which happened.
+///
 /// Concurrent requests for one key share one load: the fetch runs once and every waiter gets
 /// its result or its error. Cancelling one waiter's task makes that waiter throw
 /// `CancellationError` at once and leaves the others and the fetch alone; the fetch's task is
@@ -173,12 +183,17 @@ public final class ImageCache: Sendable {
         return try await load(key, from: fetcher.map { .fetcher($0, options) } ?? .none)
     }
 
-    /// The image for `key` if memory or disk holds it, without making or fetching anything.
+    /// The image for `key` if memory or disk holds it, without making, fetching or
+    /// revalidating anything.
+    ///
+    /// The image may be past its lifetime (kept to be revalidated or served stale): see
+    /// ``ImageMetadata/isFresh(at:)``.
     ///
     /// - Returns: The image with ``ImageResult/Source/memory`` or ``ImageResult/Source/disk``,
     ///   or `nil` on a miss.
     public func cachedImage(for key: ImageKey) async throws -> ImageResult? {
-        try await storage.entry(forKey: key).map { ImageResult(image: $0.value, source: .tier($0.tier)) }
+        guard let entry = try await storage.entry(forKey: key) else { return nil }
+        return ImageResult(image: try await current(entry, forKey: key, now: now()), source: .tier(entry.tier))
     }
 
     /// Checks `data` and stores it for `key` in every tier.
@@ -203,15 +218,27 @@ public final class ImageCache: Sendable {
     /// Memory, then the coalesced rest of the lookup.
     ///
     /// Each call counts once in ``statistics`` (and in the storage's): a memory hit, or a miss
-    /// in memory followed by one answer below it.
+    /// in memory followed by one answer below it. A stale image in memory within its
+    /// `stale-while-revalidate` window is returned at once and revalidated in the background;
+    /// any other stale image goes the coalesced way, to be revalidated.
     func load(_ key: ImageKey, from source: FetchSource) async throws -> ImageResult {
         if let entry = storage.entryInMemory(forKey: key) {
-            counters.count(.memory)
-            return ImageResult(image: entry.value, source: .memory)
+            let now = self.now()
+            if entry.value.metadata.isFresh(at: now) {
+                counters.count(.memory)
+                return ImageResult(image: entry.value, source: .memory)
+            }
+            if entry.value.metadata.allowsStaleWhileRevalidate(at: now), source.canRevalidate(key) {
+                revalidateInBackground(key, from: source)
+                let result = ImageResult(image: entry.value, source: .memory, freshness: .staleWhileRevalidate)
+                counters.count(result)
+                return result
+            }
         }
         do {
             let result = try await loads.value(for: key) { try await self.resolve(key, from: source) }
-            counters.count(result.source)
+            counters.count(result)
+            if result.freshness == .staleWhileRevalidate { revalidateInBackground(key, from: source) }
             return result
         } catch {
             counters.countFailure()
@@ -220,15 +247,26 @@ public final class ImageCache: Sendable {
     }
 
     /// Disk (memory again, in case a load just finished), variant from the original, fetch.
-    private func resolve(_ key: ImageKey, from source: FetchSource) async throws -> ImageResult {
+    ///
+    /// A stale image is revalidated, or returned as ``ImageResult/Freshness/staleWhileRevalidate``
+    /// (for the caller to start the background revalidation) unless this is that revalidation.
+    func resolve(_ key: ImageKey, from source: FetchSource, inBackground: Bool = false) async throws -> ImageResult {
         if let entry = try await storage.entryAfterMemoryMiss(forKey: key) {
-            return ImageResult(image: entry.value, source: .tier(entry.tier))
+            let now = self.now()
+            let image = try await current(entry, forKey: key, now: now)
+            let tier = Source.tier(entry.tier)
+            if image.metadata.isFresh(at: now) { return ImageResult(image: image, source: tier) }
+            if !inBackground, image.metadata.allowsStaleWhileRevalidate(at: now), source.canRevalidate(key) {
+                return ImageResult(image: image, source: tier, freshness: .staleWhileRevalidate)
+            }
+            if source.canRevalidate(key) { return try await revalidate(image, from: tier, forKey: key, source: source) }
         }
         if !key.isOriginal, case let .success(steps) = processingSteps(for: key),
            let original = try await storage.entryAfterMemoryMiss(forKey: key.original) {
-            // A variant lives no longer than the original it was made from.
-            return try await makeVariant(
-                of: original.value, for: key, steps: steps, expiry: original.expirationDate.map(Expiry.date))
+            let image = try await current(original, forKey: key.original, now: now())
+            if let expiry = variantExpiry(of: image.metadata, storedUntil: original.expirationDate) {
+                return try await makeVariant(of: image, for: key, steps: steps, expiry: expiry)
+            }
         }
         switch source {
         case let .closure(fetch):
@@ -243,10 +281,19 @@ public final class ImageCache: Sendable {
         case .fetcher:
             let steps = try processingSteps(for: key).get()
             let original = try await load(key.original, from: source)
-            return try await makeVariant(of: original.image, for: key, steps: steps, expiry: nil)
+            let expiry = variantExpiry(of: original.image.metadata, storedUntil: nil)
+            return try await makeVariant(of: original.image, for: key, steps: steps, expiry: expiry)
         case .none:
             throw ImageCacheError.noFetcher
         }
+    }
+
+    /// How long a variant made from an original with `metadata` may be kept: no longer than the
+    /// original stays fresh (or, without an HTTP lifetime, stays cached); `nil` when the
+    /// original is stale, so the variant is not made from it.
+    private func variantExpiry(of metadata: ImageMetadata, storedUntil: Date?) -> Expiry?? {
+        guard let freshUntil = metadata.freshUntil else { return .some(storedUntil.map(Expiry.date)) }
+        return freshUntil > now() ? .some(.date(freshUntil)) : nil
     }
 
     /// The processors that make `key` from its original, in order, or the first one missing.
@@ -263,26 +310,37 @@ public final class ImageCache: Sendable {
         return .success(steps)
     }
 
+    /// Runs `steps` on `original` and stores the variant with `expiry` (`.none`: the variant
+    /// is returned but not stored, its original being stale).
     private func makeVariant(
-        of original: CachedImage, for key: ImageKey, steps: [ImageProcessor], expiry: Expiry?
+        of original: CachedImage, for key: ImageKey, steps: [ImageProcessor], expiry: Expiry??
     ) async throws -> ImageResult {
         var image = original
         for step in steps {
             try Task.checkCancellation()
             image = try makeImage(try await step.process(image, key))
         }
-        await store(image, for: key, expiry: expiry)
+        if case let .some(expiry) = expiry { await store(image, for: key, expiry: expiry) }
         return ImageResult(image: image, source: .processed)
     }
 
     /// Checks downloaded bytes and stores them for as long as the response (or the fixed
     /// ``Configuration/freshness``) allows; a `no-store` answer is returned but not stored.
-    private func storeDownloaded(_ fetched: FetchedBytes, for key: ImageKey) async throws -> ImageResult {
-        let image = try makeImage(fetched.data, entityTag: fetched.entityTag, lastModified: fetched.lastModified)
+    ///
+    /// - Parameter replacing: Whether the download replaces a stale cached image, which a
+    ///   `no-store` answer then removes.
+    func storeDownloaded(_ fetched: FetchedBytes, for key: ImageKey, replacing: Bool = false) async throws -> ImageResult {
+        var image = try makeImage(fetched.data, entityTag: fetched.entityTag, lastModified: fetched.lastModified)
         let decision = configuration.freshness.decision(
             cacheControl: fetched.cacheControl, expires: fetched.expires, date: fetched.date, age: fetched.age,
-            now: configuration.now?() ?? Date())
-        if case let .store(expiry) = decision { await store(image, for: key, expiry: expiry) }
+            now: now(), hasValidator: fetched.entityTag != nil || fetched.lastModified != nil)
+        if case let .store(lifetime) = decision {
+            image = CachedImage(checkedData: image.data, metadata: lifetime.applied(to: image.metadata))
+            await store(image, for: key, expiry: lifetime.expiry)
+        } else if replacing {
+            // A no-store answer is not cached, and the stale image it replaces is outdated.
+            _ = try? await storage.removeValue(forKey: key)
+        }
         return ImageResult(image: image, source: .network)
     }
 
@@ -310,7 +368,7 @@ public final class ImageCache: Sendable {
 
     /// The URL to fetch: exactly what the caller gave (``ImageKey/requestString``), not the
     /// canonical key.
-    private static func url(of key: ImageKey) throws -> URL {
+    static func url(of key: ImageKey) throws -> URL {
         guard let url = URL(string: key.requestString), let scheme = url.scheme?.lowercased(),
               scheme == "http" || scheme == "https", url.host != nil
         else { throw ImageCacheError.unsupportedSource(key.source) }
@@ -361,6 +419,11 @@ public final class ImageCache: Sendable {
 
     // MARK: - Helpers
 
+    /// The cache's clock: the configuration's, else the system's.
+    func now() -> Date {
+        configuration.now?() ?? Date()
+    }
+
     /// Reports through the configuration's log handler, else the disk's.
     func log(_ message: String) {
         (configuration.logHandler ?? configuration.disk.logHandler)?(message)
@@ -373,6 +436,15 @@ extension ImageCache {
         case closure(@Sendable (ImageKey) async throws -> FetchedBytes)
         case fetcher(HTTPImageFetcher, FetchOptions)
         case none
+
+        /// Whether a stale image for `key` can be revalidated (or downloaded again) from here.
+        func canRevalidate(_ key: ImageKey) -> Bool {
+            switch self {
+            case .closure: return true
+            case .fetcher: return key.isOriginal
+            case .none: return false
+            }
+        }
     }
 
     /// How the cache's fetcher downloads for one request.

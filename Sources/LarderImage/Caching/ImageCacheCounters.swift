@@ -8,12 +8,28 @@ final class ImageCacheCounters: Sendable {
     let downloaded = Atomic<Int>(0)
     let downloads = Atomic<Int>(0)
     let failures = Atomic<Int>(0)
+    let revalidated = Atomic<Int>(0)
+    let staleWhileRevalidate = Atomic<Int>(0)
+    let staleIfError = Atomic<Int>(0)
+    let revalidations = Atomic<Int>(0)
     private let tierHits = Locked<[String: Int]>([:])
 
     func countDownload() { downloads.add(1, ordering: .relaxed) }
+    func countRevalidation() { revalidations.add(1, ordering: .relaxed) }
     func countFailure() { failures.add(1, ordering: .relaxed) }
 
-    /// Counts one answered request by where it came from.
+    /// Counts one answered request: by its freshness when it was not simply fresh, else by
+    /// where it came from.
+    func count(_ result: ImageResult) {
+        switch result.freshness {
+        case .revalidated: revalidated.add(1, ordering: .relaxed)
+        case .staleWhileRevalidate: staleWhileRevalidate.add(1, ordering: .relaxed)
+        case .staleIfError: staleIfError.add(1, ordering: .relaxed)
+        default: count(result.source)
+        }
+    }
+
+    /// Counts one fresh answer by where it came from.
     func count(_ source: ImageResult.Source) {
         switch source {
         case .memory: memoryHits.add(1, ordering: .relaxed)
@@ -31,6 +47,10 @@ final class ImageCacheCounters: Sendable {
         statistics.downloaded = downloaded.load(ordering: .relaxed)
         statistics.downloads = downloads.load(ordering: .relaxed)
         statistics.failures = failures.load(ordering: .relaxed)
+        statistics.revalidated = revalidated.load(ordering: .relaxed)
+        statistics.staleWhileRevalidate = staleWhileRevalidate.load(ordering: .relaxed)
+        statistics.staleIfError = staleIfError.load(ordering: .relaxed)
+        statistics.revalidations = revalidations.load(ordering: .relaxed)
         return statistics
     }
 }

@@ -42,15 +42,51 @@ public struct ImageResult: Sendable, Hashable {
         public var description: String { name }
     }
 
+    /// Whether an ``ImageResult`` was fresh, confirmed by the server, or stale.
+    ///
+    /// An open set, like ``Source``.
+    ///
+    /// ```swift
+    /// if result.freshness.isStale { showStaleBadge() }
+    /// ```
+    public struct Freshness: Sendable, Hashable, CustomStringConvertible {
+        /// The name: `"fresh"`, `"revalidated"`, `"stale-while-revalidate"` or `"stale-if-error"`.
+        public let name: String
+
+        private init(name: String) {
+            self.name = name
+        }
+
+        /// Within its lifetime, or just downloaded or processed.
+        public static let fresh = Freshness(name: "fresh")
+        /// Stale, and a conditional request confirmed it (`304 Not Modified`): its lifetime and
+        /// validators were refreshed without transferring or rewriting the bytes.
+        public static let revalidated = Freshness(name: "revalidated")
+        /// Stale but within its `stale-while-revalidate` window: returned at once while one
+        /// revalidation runs in the background.
+        public static let staleWhileRevalidate = Freshness(name: "stale-while-revalidate")
+        /// Stale, and revalidating it failed (a transport error or a 5xx) within its
+        /// `stale-if-error` window.
+        public static let staleIfError = Freshness(name: "stale-if-error")
+
+        /// Whether the image was returned past its lifetime without the server confirming it.
+        public var isStale: Bool { self == .staleWhileRevalidate || self == .staleIfError }
+
+        public var description: String { name }
+    }
+
     /// The image bytes and metadata.
     public var image: CachedImage
-    /// The step that answered.
+    /// The step that answered: for a revalidated or stale image, the tier that held the bytes.
     public var source: Source
+    /// Whether the image was fresh, revalidated or stale.
+    public var freshness: Freshness
 
     /// Creates a result.
-    public init(image: CachedImage, source: Source) {
+    public init(image: CachedImage, source: Source, freshness: Freshness = .fresh) {
         self.image = image
         self.source = source
+        self.freshness = freshness
     }
 
     /// The encoded image bytes.

@@ -92,6 +92,47 @@ public final class HTTPImageFetcher: Sendable {
         priority: FetchPriority = .normal,
         progress: (@Sendable (_ received: Int64, _ expected: Int64?) -> Void)? = nil
     ) async throws -> FetchedImage {
+        guard case let .modified(image) = try await run(url, headers: headers, priority: priority, progress: progress,
+                                                        conditional: false)
+        else { throw ImageFetchError.badStatus(code: 304) }
+        return image
+    }
+
+    /// Asks whether the image at `url` changed since the validators a cached copy came with:
+    /// a conditional request with `If-None-Match` (the `ETag`) and `If-Modified-Since` (the
+    /// `Last-Modified` date).
+    ///
+    /// A `304 Not Modified` returns ``ImageRevalidation/notModified(_:)`` with the answer's
+    /// header fields (no body is transferred); a `200` returns the new image, validated as
+    /// ``fetch(_:headers:priority:progress:)`` validates one. Without either validator the
+    /// request is unconditional. Retries, the failure memory and the circuit breaker work as
+    /// for ``fetch(_:headers:priority:progress:)``.
+    ///
+    /// ```swift
+    /// let outcome = try await fetcher.revalidate(url, entityTag: "\"v1\"", lastModified: nil)
+    /// ```
+    ///
+    /// - Throws: ``ImageFetchError``, and nothing else.
+    public func revalidate(
+        _ url: URL,
+        entityTag: String?,
+        lastModified: String?,
+        headers: [String: String] = [:],
+        priority: FetchPriority = .normal,
+        progress: (@Sendable (_ received: Int64, _ expected: Int64?) -> Void)? = nil
+    ) async throws -> ImageRevalidation {
+        var headers = headers
+        if let entityTag { headers["If-None-Match"] = entityTag }
+        if let lastModified { headers["If-Modified-Since"] = lastModified }
+        return try await run(url, headers: headers, priority: priority, progress: progress,
+                             conditional: entityTag != nil || lastModified != nil)
+    }
+
+    /// One fetch with its retries; a `304` is an answer only for a `conditional` request.
+    private func run(
+        _ url: URL, headers: [String: String], priority: FetchPriority,
+        progress: (@Sendable (Int64, Int64?) -> Void)?, conditional: Bool
+    ) async throws -> ImageRevalidation {
         let key = url.absoluteString
         if let failure = recentFailure(key) { throw ImageFetchError.recentlyFailed(underlying: failure) }
         let host = url.host?.lowercased() ?? ""
@@ -127,7 +168,7 @@ public final class HTTPImageFetcher: Sendable {
                 breakers.answered(host)
                 nextDelay = retryAfter(response.response)
             }
-            switch outcome.flatMap(validate) {
+            switch outcome.flatMap({ validate($0, conditional: conditional) }) {
             case let .success(image):
                 return image
             case let .failure(error):
@@ -205,8 +246,16 @@ public final class HTTPImageFetcher: Sendable {
         }
     }
 
-    private func validate(_ response: DownloadedResponse) -> Result<FetchedImage, ImageFetchError> {
+    private func validate(_ response: DownloadedResponse, conditional: Bool) -> Result<ImageRevalidation, ImageFetchError> {
         let http = response.response
+        if conditional, http.statusCode == 304 {
+            return .success(.notModified(NotModifiedResponse(
+                url: http.url ?? response.url, entityTag: http.value(forHTTPHeaderField: "ETag"),
+                lastModified: http.value(forHTTPHeaderField: "Last-Modified"),
+                cacheControl: http.value(forHTTPHeaderField: "Cache-Control"),
+                expires: http.value(forHTTPHeaderField: "Expires"), date: http.value(forHTTPHeaderField: "Date"),
+                age: http.value(forHTTPHeaderField: "Age"))))
+        }
         guard (200...299).contains(http.statusCode) else { return .failure(.badStatus(code: http.statusCode)) }
         let received = Int64(response.data.count)
         let encoding = http.value(forHTTPHeaderField: "Content-Encoding")?.lowercased()
@@ -229,14 +278,14 @@ public final class HTTPImageFetcher: Sendable {
         guard let format = ImageFormat.detect(response.data) else {
             return .failure(.invalidContent(reason: "the bytes match no known image format"))
         }
-        return .success(FetchedImage(
+        return .success(.modified(FetchedImage(
             data: response.data, format: format, url: http.url ?? response.url, statusCode: http.statusCode,
             entityTag: http.value(forHTTPHeaderField: "ETag"),
             lastModified: http.value(forHTTPHeaderField: "Last-Modified"), contentType: contentType,
             cacheControl: http.value(forHTTPHeaderField: "Cache-Control"),
             expires: http.value(forHTTPHeaderField: "Expires"), date: http.value(forHTTPHeaderField: "Date"),
             age: http.value(forHTTPHeaderField: "Age")
-        ))
+        )))
     }
 
     // MARK: - Failure memory

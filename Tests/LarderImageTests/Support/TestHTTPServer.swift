@@ -26,12 +26,16 @@ final class TestHTTPServer: Sendable {
 
     /// Gets the path and the 1-based number of this request for that path.
     typealias Handler = @Sendable (_ path: String, _ attempt: Int) -> Response
+    /// Gets the path, the 1-based number of this request for that path and the request's
+    /// header fields by lower-cased name (for conditional requests).
+    typealias RequestHandler = @Sendable (_ path: String, _ attempt: Int, _ headers: [String: String]) -> Response
 
     let port: UInt16
     private let listener: Int32
-    private let handler: Handler
+    private let handler: RequestHandler
     private struct Counters {
         var requests: [String: Int] = [:]
+        var bodyBytes: [String: Int] = [:]
         var headers: [String: [String: String]] = [:]
         var inFlight = 0
         var maximumInFlight = 0
@@ -40,7 +44,12 @@ final class TestHTTPServer: Sendable {
     private let isStopped = Atomic<Bool>(false)
 
     /// Listens on 127.0.0.1 at `port` (0: a free port the system picks).
-    init(port: UInt16 = 0, handler: @escaping Handler) throws {
+    convenience init(port: UInt16 = 0, handler: @escaping Handler) throws {
+        try self.init(port: port, requestHandler: { path, attempt, _ in handler(path, attempt) })
+    }
+
+    /// Listens on 127.0.0.1 at `port` (0: a free port), answering with the request's headers at hand.
+    init(port: UInt16 = 0, requestHandler handler: @escaping RequestHandler) throws {
         self.handler = handler
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.EIO) }
@@ -71,6 +80,9 @@ final class TestHTTPServer: Sendable {
     func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
 
     func requestCount(_ path: String) -> Int { counters.withLock { $0.requests[path, default: 0] } }
+
+    /// The body bytes written for `path` so far, over every response (the heads not counted).
+    func bodyBytesSent(_ path: String) -> Int { counters.withLock { $0.bodyBytes[path, default: 0] } }
 
     /// The header fields of the last request for `path`, by lower-cased name.
     func requestHeaders(_ path: String) -> [String: String] { counters.withLock { $0.headers[path] ?? [:] } }
@@ -122,14 +134,16 @@ final class TestHTTPServer: Sendable {
             return counters.requests[path]!
         }
         defer { counters.withLock { $0.inFlight -= 1 } }
-        let response = handler(path, attempt)
+        let response = handler(path, attempt, headers)
         if response.delay > .zero { Thread.sleep(forTimeInterval: Double(response.delay.components.seconds) + Double(response.delay.components.attoseconds) / 1e18) }
         var text = "HTTP/1.1 \(response.status) Status\r\n"
         text += "Content-Length: \(response.declaredLength ?? response.body.count)\r\nConnection: close\r\n"
         for (name, value) in response.headers { text += "\(name): \(value)\r\n" }
         text += "\r\n"
+        let headLength = text.utf8.count
         let bytes = [UInt8](Data(text.utf8) + response.body)
         var sent = 0
+        defer { counters.withLock { $0.bodyBytes[path, default: 0] += max(0, sent - headLength) } }
         while sent < bytes.count {
             // MSG_NOSIGNAL: a client that hung up must not kill the test process with SIGPIPE.
             let count = bytes[sent...].withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
