@@ -75,7 +75,17 @@ extension DiskStore {
     /// - Throws: ``StorageError/Code/invalidInput`` for an expiry that is not finite.
     @discardableResult
     public func setExpiry(_ expiry: Expiry, forKey key: String) throws -> Bool {
+        try updateLiveRow(forKey: key, expiry: expiry, metadata: .none)
+    }
+
+    /// The one row update behind ``setExpiry(_:forKey:)`` and ``refresh(forKey:expiry:metadata:)``:
+    /// the expiry (with its sliding lifetime) and, unless `metadata` is `.none`, the metadata
+    /// (`.some(nil)` clears it). An expiry that has already passed removes the entry.
+    func updateLiveRow(forKey key: String, expiry: Expiry, metadata: Data??) throws -> Bool {
         guard expiry.isValid else { throw StorageError.invalidInput("expiry \(expiry) is not a finite time") }
+        if case let metadata?? = metadata, metadata.count > Self.metadataLimit {
+            throw StorageError.invalidInput("metadata of \(metadata.count) bytes exceeds \(Self.metadataLimit) bytes")
+        }
         let now = configuration.now()
         let nowMilliseconds = now.milliseconds
         let expires = expiry.expirationDate(from: now)?.milliseconds
@@ -88,11 +98,13 @@ extension DiskStore {
             try index.connection.transaction {
                 // Renewals logged before this call land first, so they cannot undo it.
                 try flushAccesses(index: index)
-                return try index.connection.statement(Self.updateExpirySQL).withReset { statement in
+                let sql = metadata == nil ? Self.updateExpirySQL : Self.updateExpiryAndMetadataSQL
+                return try index.connection.statement(sql).withReset { statement in
                     try statement.bind(expires, at: 1)
                     try statement.bind(key, at: 2)
                     try statement.bind(nowMilliseconds, at: 3)
                     try statement.bind(expiry.slidingInterval?.milliseconds, at: 4)
+                    if case let metadata? = metadata { try statement.bind(metadata, at: 5) }
                     guard try statement.step() else { return false }
                     while try statement.step() {}
                     return true
@@ -103,4 +115,8 @@ extension DiskStore {
 
     static let updateExpirySQL =
         "UPDATE entries SET expires = ?1, sliding = ?4 WHERE key = ?2 AND (expires IS NULL OR expires > ?3) RETURNING rowid"
+    static let updateExpiryAndMetadataSQL = """
+        UPDATE entries SET expires = ?1, sliding = ?4, metadata = ?5 WHERE key = ?2 AND (expires IS NULL OR expires > ?3) \
+        RETURNING rowid
+        """
 }
