@@ -1,28 +1,31 @@
 #if Hummingbird
 public import Foundation
 public import Larder
+import Synchronization
 
 /// A value as ``LarderPersistDriver`` keeps it: the JSON the disk tier stores, and the object it
-/// was made from (or last decoded as), which a memory hit returns without decoding JSON again.
+/// was made from (or first decoded as), which a memory hit returns without decoding JSON again.
 ///
 /// Reading a value as another type than the one it holds decodes its JSON as that type, exactly
-/// as if only the JSON were kept; the decoded object then replaces the held one.
+/// as if only the JSON were kept (and keeps the held object).
 public struct PersistedValue: Sendable, CacheCostMeasurable {
     /// The value's JSON encoding, as stored on disk.
     public let json: Data
-    /// The object last made or decoded, shared by the value's copies.
-    let decoded: Locked<(any Sendable)?>
+    /// The object it was made from, or first decoded as, shared by the value's copies: set
+    /// once, then read without a lock by every hit.
+    let decoded: DecodedObject
 
     /// A value read back from its JSON; the first read as a type decodes it.
     public init(json: Data) {
         self.json = json
-        self.decoded = Locked(nil)
+        self.decoded = DecodedObject()
     }
 
     /// A value made from `object`, encoded once as JSON for the tiers below memory.
     init(object: some Encodable & Sendable, json: Data) {
         self.json = json
-        self.decoded = Locked(object)
+        self.decoded = DecodedObject()
+        _ = decoded.reference.storeIfNil(DecodedObject.Box(object))
     }
 
     /// The bytes of its JSON: the memory tier's cost.
@@ -32,9 +35,10 @@ public struct PersistedValue: Sendable, CacheCostMeasurable {
     ///
     /// - Throws: `DecodingError` when the JSON is not an `Object`.
     func object<Object: Decodable & Sendable>(as type: Object.Type) throws -> Object {
-        if let object = decoded.withLock({ $0 }) as? Object { return object }
+        let held = decoded.reference.load()
+        if let object = held?.object as? Object { return object }
         let object = try JSONDecoder().decode(type, from: json)
-        decoded.withLock { $0 = object }
+        if held == nil { _ = decoded.reference.storeIfNil(DecodedObject.Box(object)) }
         return object
     }
 
@@ -42,5 +46,15 @@ public struct PersistedValue: Sendable, CacheCostMeasurable {
     public static var transformer: Transformer<PersistedValue> {
         Transformer(encode: { $0.json }, decode: { PersistedValue(json: $0) })
     }
+}
+
+/// The slot for a ``PersistedValue``'s object: filled at most once, read without a lock.
+final class DecodedObject: Sendable {
+    final class Box: Sendable {
+        let object: any Sendable
+        init(_ object: any Sendable) { self.object = object }
+    }
+
+    let reference = AtomicLazyReference<Box>()
 }
 #endif

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 // Operations that look and change in one hold of the lock: insert-if-absent, remove-and-return
 // and changing only an entry's expiry.
@@ -20,6 +21,7 @@ extension MemoryStore {
         precondition(cost >= 0, "MemoryStore: the cost of an entry must not be negative (got \(cost))")
         let now = currentTime()
         let expiration = expirationTime(for: expiry ?? defaultExpiry, now: now)
+        if expiration != .infinity { holdsExpiringEntries.store(true, ordering: .relaxed) }
         let hash = key.hashValue
         return withStateReleasingRemoved { state, graveyard in
             switch state.contains(key, hash: hash, now: now) {
@@ -60,6 +62,7 @@ extension MemoryStore {
         precondition(expiry.isValid, "MemoryStore: expiry must be finite (got \(expiry))")
         let now = currentTime()
         let expiration = expirationTime(for: expiry, now: now)
+        if expiration != .infinity { holdsExpiringEntries.store(true, ordering: .relaxed) }
         let hash = key.hashValue
         return withStateReleasingRemoved { state, graveyard in
             state.updateExpiration(

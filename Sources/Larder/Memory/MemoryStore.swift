@@ -1,4 +1,5 @@
 public import Foundation
+public import Synchronization
 
 /// A thread-safe, in-memory cache tier that evicts its least recently used entries, or by S3-FIFO.
 ///
@@ -58,6 +59,9 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     /// syscall) for ``trim(toDate:by:)``: when the configuration keeps the system clock. An
     /// injected clock stamps them instead, so that tests control ages too.
     @usableFromInline let stampsWithCoarseClock: Bool
+    /// Set once the store has held an entry that can expire: from then on reads take the time
+    /// before locking, instead of finding under the lock that they need it and locking again.
+    @usableFromInline let holdsExpiringEntries = Atomic<Bool>(false)
     /// Where a storage that created the store hears of evictions and expirations.
     @usableFromInline let removals: RemovalReporter<Key>?
 
@@ -145,7 +149,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     @inlinable
     public func containsValue(forKey key: Key) -> Bool {
         let hash = key.hashValue
-        var now: Double? = readsClockBeforeLocking ? currentTime() : nil
+        var now: Double? = readsClockBeforeLocking || holdsExpiringEntries.load(ordering: .relaxed) ? currentTime() : nil
         while true {
             let result = locked.withLockUnchecked { state in state.contains(key, hash: hash, now: now) }
             switch result {
@@ -224,6 +228,7 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
         let hash = key.hashValue
         var time = now
         let stamp = stampTime(now)
+        if expiration != .infinity { holdsExpiringEntries.store(true, ordering: .relaxed) }
         while true {
             let stored = withStateReleasingRemoved { state, graveyard in
                 state.insert(
@@ -363,7 +368,8 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     @inlinable
     func read(_ key: Key) -> (value: Value, cost: Int, expiration: Double, sliding: Double)? {
         let hash = key.hashValue
-        var now: Double? = readsClockBeforeLocking || !stampsWithCoarseClock ? currentTime() : nil
+        var now: Double? = readsClockBeforeLocking || !stampsWithCoarseClock || holdsExpiringEntries.load(ordering: .relaxed)
+            ? currentTime() : nil
         let stamp = stampTime(now)
         while true {
             let result = locked.withLockUnchecked { state in state.read(key, hash: hash, now: now, stamp: stamp) }
