@@ -58,11 +58,11 @@ struct PolicyBookkeeping {
     }
 
     @inlinable @inline(__always)
-    mutating func didAccess(_ slot: Int, bucket: Int?) {
+    mutating func didAccess(_ slot: Int, bucket: Int?, keyHash: Int, cost: Int) {
         switch kind {
         case .lru: lru.didAccess(slot, bucket: bucket)
         case .s3fifo: s3fifo.didAccess(slot, bucket: bucket)
-        case .wTinyLFU: wTinyLFU.didAccess(slot, bucket: bucket)
+        case .wTinyLFU: wTinyLFU.didAccess(slot, bucket: bucket, keyHash: keyHash, cost: cost)
         }
     }
 

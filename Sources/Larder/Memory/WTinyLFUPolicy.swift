@@ -45,14 +45,12 @@ struct WTinyLFUPolicy: MemoryPolicy {
         @usableFromInline var keyHash: Int
         @usableFromInline var cost: Int
         @usableFromInline var bucket: Int32
-        @usableFromInline var segment: Segment
 
         @inlinable
-        init(keyHash: Int, cost: Int, bucket: Int32, segment: Segment) {
+        init(keyHash: Int, cost: Int, bucket: Int32) {
             self.keyHash = keyHash
             self.cost = cost
             self.bucket = bucket
-            self.segment = segment
         }
     }
 
@@ -65,6 +63,8 @@ struct WTinyLFUPolicy: MemoryPolicy {
     @usableFromInline var lists = LRUList(listCount: 3)
     @usableFromInline var bucketLists: LRUList
     @usableFromInline var meta: ContiguousArray<Meta> = []
+    /// Each slot's list, apart from ``meta`` so that a hit reads one byte of a small array.
+    @usableFromInline var segments: ContiguousArray<Segment> = []
     /// Entries and costs per list (window, probation, protected).
     @usableFromInline var counts = (0, 0, 0)
     @usableFromInline var costs = (0, 0, 0)
@@ -122,12 +122,17 @@ struct WTinyLFUPolicy: MemoryPolicy {
     /// Records a new entry in `slot`; it joins the window in ``didFinishWrite(_:)``.
     @inlinable
     mutating func didInsert(_ slot: Int, bucket: Int?, cost: Int, keyHash: Int) {
-        let entry = Meta(keyHash: keyHash, cost: cost, bucket: Int32(bucket ?? -1), segment: .pendingNew)
+        let entry = Meta(keyHash: keyHash, cost: cost, bucket: Int32(bucket ?? -1))
         if slot < meta.count {
             meta[slot] = entry
+            segments[slot] = .pendingNew
         } else {
-            while meta.count < slot { meta.append(Meta(keyHash: 0, cost: 0, bucket: -1, segment: .none)) }
+            while meta.count < slot {
+                meta.append(Meta(keyHash: 0, cost: 0, bucket: -1))
+                segments.append(.none)
+            }
             meta.append(entry)
+            segments.append(.pendingNew)
         }
     }
 
@@ -135,12 +140,12 @@ struct WTinyLFUPolicy: MemoryPolicy {
     /// ``didFinishWrite(_:)`` puts it back, so this write cannot evict it.
     @inlinable
     mutating func didUpdate(_ slot: Int, from oldBucket: Int?, to bucket: Int?, cost: Int) {
-        let old = meta[slot]
-        unlink(slot, old)
-        switch old.segment {
-        case .window, .pendingWindow: meta[slot].segment = .pendingWindow
-        case .probation, .protected, .pendingMain: meta[slot].segment = .pendingMain
-        case .none, .pendingNew: meta[slot].segment = .pendingNew
+        let old = segments[slot]
+        unlink(slot)
+        switch old {
+        case .window, .pendingWindow: segments[slot] = .pendingWindow
+        case .probation, .protected, .pendingMain: segments[slot] = .pendingMain
+        case .none, .pendingNew: segments[slot] = .pendingNew
         }
         meta[slot].cost = cost
         meta[slot].bucket = Int32(bucket ?? -1)
@@ -149,7 +154,7 @@ struct WTinyLFUPolicy: MemoryPolicy {
     /// Places the entry written in `slot`, once the write's evictions are done.
     @inlinable
     mutating func didFinishWrite(_ slot: Int) {
-        switch meta[slot].segment {
+        switch segments[slot] {
         case .pendingNew:
             link(slot, in: Self.windowList)
             sketch.grow(toFit: liveCount, limit: mainCountCapacity)
@@ -168,25 +173,43 @@ struct WTinyLFUPolicy: MemoryPolicy {
     }
 
     /// Records a read of the entry in `slot`.
-    @inlinable @inline(__always)
+    @inlinable
     mutating func didAccess(_ slot: Int, bucket: Int?) {
-        let entry = meta.withUnsafeBufferPointer { $0[slot] }
-        switch entry.segment {
+        didAccess(slot, bucket: bucket, keyHash: meta[slot].keyHash, cost: meta[slot].cost)
+    }
+
+    /// Records a read of the entry in `slot`, whose key's hash and cost the caller has at hand
+    /// (so the hit reads nothing of ``meta``: at 10,000 entries and more, every array a hit
+    /// touches is a likely cache miss).
+    @inlinable @inline(__always)
+    mutating func didAccess(_ slot: Int, bucket: Int?, keyHash: Int, cost: Int) {
+        switch segments.withUnsafeBufferPointer({ $0[slot] }) {
         case .window:
             lists.moveToFront(slot, in: Self.windowList)
-            if entry.bucket >= 0 { bucketLists.moveToFront(slot, in: 3 &* Int(entry.bucket)) }
+            if let bucket { bucketLists.moveToFront(slot, in: 3 &* bucket) }
             return
         case .protected:
             lists.moveToFront(slot, in: Self.protectedList)
-            if entry.bucket >= 0 { bucketLists.moveToFront(slot, in: 3 &* Int(entry.bucket) &+ Self.protectedList) }
+            if let bucket { bucketLists.moveToFront(slot, in: 3 &* bucket &+ Self.protectedList) }
         case .probation:
-            unlink(slot, entry)
-            link(slot, in: Self.protectedList)
+            lists.remove(slot, from: Self.probationList)
+            lists.pushFront(slot, in: Self.protectedList)
+            segments.withUnsafeMutableBufferPointer { $0[slot] = .protected }
+            counts.1 -= 1
+            costs.1 -= cost
+            counts.2 += 1
+            costs.2 += cost
+            if let bucket {
+                bucketLists.remove(slot, from: 3 &* bucket &+ Self.probationList)
+                bucketLists.pushFront(slot, in: 3 &* bucket &+ Self.protectedList)
+                bucketCounts[3 &* bucket &+ Self.probationList] -= 1
+                bucketCounts[3 &* bucket &+ Self.protectedList] += 1
+            }
             demoteWhileProtectedIsOver()
         case .none, .pendingNew, .pendingWindow, .pendingMain:
             return
         }
-        sketch.increment(entry.keyHash)
+        sketch.increment(keyHash)
         sketch.recordUse()
     }
 
@@ -194,12 +217,12 @@ struct WTinyLFUPolicy: MemoryPolicy {
     /// window's candidate won, the candidate now moves to main.
     @inlinable
     mutating func didRemove(_ slot: Int, bucket: Int?, isEviction: Bool) {
-        unlink(slot, meta[slot])
-        meta[slot].segment = .none
+        unlink(slot)
+        segments[slot] = .none
         if admitting >= 0 {
             let candidate = admitting
             admitting = -1
-            if candidate != slot, meta[candidate].segment == .window { moveToMain(candidate) }
+            if candidate != slot, segments[candidate] == .window { moveToMain(candidate) }
         }
     }
 
@@ -268,7 +291,7 @@ struct WTinyLFUPolicy: MemoryPolicy {
     /// has room, else to probation (libCacheSim's SLRU insert: the lowest segment with room).
     @inlinable
     mutating func moveToMain(_ slot: Int) {
-        unlink(slot, meta[slot])
+        unlink(slot)
         let cost = meta[slot].cost
         let probationHasRoom = counts.1 < probationCountCapacity && cost <= probationCostCapacity - costs.1
         let protectedHasRoom = counts.2 < protectedCountCapacity && cost <= protectedCostCapacity - costs.2
@@ -276,11 +299,11 @@ struct WTinyLFUPolicy: MemoryPolicy {
     }
 
     /// Moves protected's oldest entries to probation's front while protected is over its share.
-    @inlinable
+    @inlinable @inline(__always)
     mutating func demoteWhileProtectedIsOver() {
         while counts.2 > protectedCountCapacity || costs.2 > protectedCostCapacity,
               let oldest = lists.last(in: Self.protectedList) {
-            unlink(oldest, meta[oldest])
+            unlink(oldest)
             link(oldest, in: Self.probationList)
         }
     }
@@ -291,7 +314,7 @@ struct WTinyLFUPolicy: MemoryPolicy {
     @inlinable
     mutating func link(_ slot: Int, in list: Int) {
         let entry = meta[slot]
-        meta[slot].segment = list == Self.windowList ? .window : list == Self.probationList ? .probation : .protected
+        segments[slot] = list == Self.windowList ? .window : list == Self.probationList ? .probation : .protected
         lists.pushFront(slot, in: list)
         switch list {
         case Self.windowList: counts.0 += 1; costs.0 += entry.cost
@@ -307,9 +330,10 @@ struct WTinyLFUPolicy: MemoryPolicy {
 
     /// Unlinks `slot` from its list, if it is in one (not pending).
     @inlinable
-    mutating func unlink(_ slot: Int, _ entry: Meta) {
+    mutating func unlink(_ slot: Int) {
+        let entry = meta[slot]
         let list: Int
-        switch entry.segment {
+        switch segments[slot] {
         case .window: list = Self.windowList; counts.0 -= 1; costs.0 -= entry.cost
         case .probation: list = Self.probationList; counts.1 -= 1; costs.1 -= entry.cost
         case .protected: list = Self.protectedList; counts.2 -= 1; costs.2 -= entry.cost
@@ -328,6 +352,7 @@ struct WTinyLFUPolicy: MemoryPolicy {
         lists.removeAll()
         bucketLists.removeAll()
         meta.removeAll(keepingCapacity: true)
+        segments.removeAll(keepingCapacity: true)
         counts = (0, 0, 0)
         costs = (0, 0, 0)
         for index in bucketCounts.indices { bucketCounts[index] = 0 }
@@ -351,7 +376,7 @@ struct WTinyLFUPolicy: MemoryPolicy {
     func invariantViolations(live: [Int], bucketOf: (Int) -> Int?, bucketCount: Int) -> [String] {
         var problems: [String] = []
         let all = [Self.windowList, Self.probationList, Self.protectedList].map { slots(inList: $0) }
-        let segments: [Segment] = [.window, .probation, .protected]
+        let marks: [Segment] = [.window, .probation, .protected]
         if Set(all.joined()) != Set(live) || all.joined().count != live.count {
             problems.append("lists \(all) != live slots \(live)")
         }
@@ -362,8 +387,8 @@ struct WTinyLFUPolicy: MemoryPolicy {
             problems.append("list costs \(costs) disagree with the entries")
         }
         for (list, slots) in all.enumerated() {
-            for slot in slots where meta[slot].segment != segments[list] {
-                problems.append("slot \(slot) in list \(list) marked \(meta[slot].segment)")
+            for slot in slots where segments[slot] != marks[list] {
+                problems.append("slot \(slot) in list \(list) marked \(segments[slot])")
             }
         }
         for slot in live where Int(meta[slot].bucket) != (bucketOf(slot) ?? -1) {

@@ -29,8 +29,7 @@ struct ReferenceWTinyLFUStore<Key: Hashable & Sendable, Value>: MemoryStoreModel
 
         private var positions: (Int) -> FrequencySketch.Positions {
             let blocks = FrequencySketch.blockCount(forCapacity: capacity)
-            let words = FrequencySketch.doorkeeperWordCount(forCapacity: capacity)
-            return { FrequencySketch.positions(of: $0, blockMask: blocks - 1, doorkeeperMask: words - 1) }
+            return { FrequencySketch.positions(of: $0, blockMask: blocks - 1) }
         }
 
         private func cells(_ hash: Int) -> (counters: [Int], doorkeeper: [Int]) {
