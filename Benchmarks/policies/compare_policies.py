@@ -198,7 +198,7 @@ def main() -> int:
             failures.append(f"{where}: LRU {row['larder_lru']} != libCacheSim {row['lcs_lru']}")
         relative, gain = check_wtinylfu(row, where)
         s_lines.append(
-            f"| 1.0 | {row['cache_bytes']:,} ({row['cache_percent']:g}%) "
+            f"| 1.0 | {row['cache_bytes']:,} ({row['cache_percent']:.2g}%) "
             f"| {row['lcs_lru']:.4f} | {row['larder_lru']:.4f} "
             f"| {row['lcs_wtinylfu']:.4f} | {row['larder_wtinylfu']:.4f} | {relative:+.3%} | {gain:+.1%} |"
         )
@@ -227,7 +227,7 @@ def main() -> int:
         print("\nRelease-mode time per operation (best of 5 rounds, 10,000 entries, UInt32 keys):\n")
         print("| operation | `.lru` ns | `.s3fifo` ns | `.wTinyLFU` ns | s3fifo / lru | wTinyLFU / lru |")
         print("|---|---|---|---|---|---|")
-        for operation in ["hit", "miss", "evicting_insert"]:
+        for operation in ["hit", "zipf_hit", "miss", "evicting_insert"]:
             lru, s3, w = times[("lru", operation)], times[("s3fifo", operation)], times[("wtinylfu", operation)]
             print(f"| {operation} | {lru:.1f} | {s3:.1f} | {w:.1f} | {s3 / lru:.2f} | {w / lru:.2f} |")
 

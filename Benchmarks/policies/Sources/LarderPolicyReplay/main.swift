@@ -77,6 +77,25 @@ func scrambled(_ i: Int, _ n: Int) -> UInt32 {
 func time(entries: Int, operations: Int, rounds: Int, only: String?) throws {
     print("policy,operation,ns_per_op")
     var best: [String: Double] = [:]
+    // 65,536 keys drawn from Zipf(1.0) over 0..<entries (inverse CDF on a fixed LCG stream).
+    var weights = (1...entries).map { 1 / Double($0) }
+    let total = weights.reduce(0, +)
+    var running = 0.0
+    for index in weights.indices {
+        running += weights[index] / total
+        weights[index] = running
+    }
+    var state: UInt64 = 20231023
+    let zipfKeys: [UInt32] = (0..<65_536).map { _ in
+        state = state &* 6364136223846793005 &+ 1442695040888963407
+        let u = Double(state >> 11) / Double(1 << 53)
+        var low = 0, high = entries - 1
+        while low < high {
+            let middle = (low + high) / 2
+            if weights[middle] < u { low = middle + 1 } else { high = middle }
+        }
+        return scrambled(low, entries)
+    }
     for _ in 0..<rounds {
         for (name, policy) in policies where only == nil || only == name {
             // Hits: a full store, every read finds its key. W-TinyLFU's store overflows once
@@ -92,6 +111,11 @@ func time(entries: Int, operations: Int, rounds: Int, only: String?) throws {
             let hit = nanoseconds(operations) {
                 for i in 0..<operations { sink &+= store.value(forKey: scrambled(i, entries)) ?? 0 }
             }
+            // Zipf hits: the same store, keys drawn from Zipf(1.0) over the resident entries (hot
+            // keys hit often: fewer SLRU promotions than the uniform walk above).
+            let zipfHit = nanoseconds(operations) {
+                for i in 0..<operations { sink &+= store.value(forKey: zipfKeys[i & (zipfKeys.count - 1)]) ?? 0 }
+            }
             // Misses: reads of keys that were never stored.
             let miss = nanoseconds(operations) {
                 for i in 0..<operations { sink &+= store.value(forKey: UInt32(entries) &+ scrambled(i, entries)) ?? 1 }
@@ -101,14 +125,14 @@ func time(entries: Int, operations: Int, rounds: Int, only: String?) throws {
                 for i in 0..<operations { store.setValue(UInt32(entries + i), forKey: UInt32(entries + i), cost: 1) }
             }
             precondition(store.totalCount == entries + warm && sink != 42)
-            for (operation, value) in [("hit", hit), ("miss", miss), ("evicting_insert", insert)] {
+            for (operation, value) in [("hit", hit), ("zipf_hit", zipfHit), ("miss", miss), ("evicting_insert", insert)] {
                 let key = "\(name),\(operation)"
                 best[key] = min(best[key] ?? .infinity, value)
             }
         }
     }
     for (name, _) in policies where only == nil || only == name {
-        for operation in ["hit", "miss", "evicting_insert"] {
+        for operation in ["hit", "zipf_hit", "miss", "evicting_insert"] {
             print("\(name),\(operation),\(String(format: "%.1f", best["\(name),\(operation)"]!))")
         }
     }
