@@ -18,7 +18,7 @@ struct MemoryStoreStructuresTests {
 
     // MARK: - Key index
 
-    @Test(arguments: [EvictionPolicy.lru, .s3fifo])
+    @Test(arguments: [EvictionPolicy.lru, .s3fifo, .wTinyLFU])
     func collidingKeysAreFoundRemovedAndEvictedLikeAnyOthers(policy: EvictionPolicy) throws {
         // Given a store limited to 40 entries and keys whose hashes collide
         let store = try MemoryStore<CollidingKey, Int> {

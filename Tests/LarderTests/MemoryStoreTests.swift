@@ -9,7 +9,7 @@ struct MemoryStoreTests {
     let clock = TestClock()
 
     /// Both policies, for the tests whose behaviour does not depend on the eviction order.
-    static let policies: [EvictionPolicy] = [.lru, .s3fifo]
+    static let policies: [EvictionPolicy] = [.lru, .s3fifo, .wTinyLFU]
 
     /// A store of `String → Int` on the test clock; every `Int` value costs 1 unless told.
     func makeStore(
@@ -900,10 +900,13 @@ struct MemoryStoreTests {
                 _ = model.removeValue(forKey: key, now: time)
             }
 
-            // Order and statistics every step; S3-FIFO's counters and ghost every 16 steps.
+            // Order and statistics every step; S3-FIFO's counters and ghost, W-TinyLFU's estimates,
+            // every 16 steps.
             let order = store.keysByRecency()
-            let checksQueues = policy == .s3fifo && step % 16 == 0
-            let counters = checksQueues ? store.queueKeys().frequencies : [:]
+            let checksQueues = policy != .lru && step % 16 == 0
+            let counters = !checksQueues ? [:] : policy == .s3fifo
+                ? store.queueKeys().frequencies
+                : Dictionary(uniqueKeysWithValues: order.map { ($0, store.frequencyEstimate(forKey: $0)) })
             guard order == model.keysByRecency, store.statistics == model.snapshot,
                   !checksQueues || (counters == model.frequencies && store.ghostCount == model.ghostCount)
             else {

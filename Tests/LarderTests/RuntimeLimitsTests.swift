@@ -13,7 +13,7 @@ struct RuntimeLimitsTests {
         folder = try TemporaryDirectory("runtime-limits")
     }
 
-    @Test(arguments: [EvictionPolicy.lru, .s3fifo])
+    @Test(arguments: [EvictionPolicy.lru, .s3fifo, .wTinyLFU])
     func loweringMemoryLimitsTrimsAtOnceAndLaterWritesObeyThem(policy: EvictionPolicy) throws {
         let store = try MemoryStore<Int, Data> { $0.policy = policy }
         for key in 0..<100 { store.setValue(Data(count: 100), forKey: key) }

@@ -29,7 +29,7 @@ struct TrimTargetTests {
         #expect(trimTarget(limit: 7, ratio: 0) == 7)
     }
 
-    @Test(arguments: [EvictionPolicy.lru, .s3fifo])
+    @Test(arguments: [EvictionPolicy.lru, .s3fifo, .wTinyLFU])
     func memoryKeepsTheTargetCountForEveryLimitAndRatio(policy: EvictionPolicy) throws {
         // Given every (limit, ratio) pair with limits 0…200 and ratios 0…0.95 in steps of 0.05
         for ratio in Self.ratios {
@@ -95,7 +95,7 @@ struct TrimTargetTests {
 
     // MARK: - Expired entries go first
 
-    @Test(arguments: [EvictionPolicy.lru, .s3fifo])
+    @Test(arguments: [EvictionPolicy.lru, .s3fifo, .wTinyLFU])
     func anOverflowingWriteDropsExpiredEntriesBeforeEvictingLiveOnes(policy: EvictionPolicy) throws {
         // Given a full store whose most recently written entry has expired
         let clock = TestClock()
@@ -176,7 +176,7 @@ struct TrimTargetTests {
         #expect(store.statistics.costEvictions == 0)
     }
 
-    @Test(arguments: [EvictionPolicy.lru, .s3fifo])
+    @Test(arguments: [EvictionPolicy.lru, .s3fifo, .wTinyLFU])
     func trimDropsExpiredEntriesBeforeLiveOnes(policy: EvictionPolicy) throws {
         // Given three entries, the most recent of which has expired
         let clock = TestClock()

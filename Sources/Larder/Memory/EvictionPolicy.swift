@@ -13,6 +13,10 @@
 ///   the keys recently evicted from the small queue. A hit only bumps a counter, so reads never
 ///   move list nodes. It keeps more of a skewed (Zipf-like) working set than LRU at the same
 ///   size, and quickly drops keys that are read once and never again (scans, one-hit wonders).
+/// - ``wTinyLFU`` is W-TinyLFU (Einziger, Friedman and Manes, "TinyLFU: A Highly Efficient
+///   Cache Admission Policy", 2017): a 1% LRU window in front of a segmented LRU main cache,
+///   and a frequency sketch that admits a window entry into main only if it was used more
+///   often than main's victim. It keeps the most of a skewed working set of the three.
 ///
 /// ```swift
 /// let store = try MemoryStore<URL, Data> {
@@ -26,7 +30,7 @@
 public struct EvictionPolicy: Sendable, Hashable, CustomStringConvertible {
     @usableFromInline
     enum Kind: Sendable, Hashable {
-        case lru, s3fifo
+        case lru, s3fifo, wTinyLFU
     }
 
     @usableFromInline let kind: Kind
@@ -57,10 +61,32 @@ public struct EvictionPolicy: Sendable, Hashable, CustomStringConvertible {
     /// Related paper: <https://dl.acm.org/doi/10.1145/3600006.3613147>
     public static let s3fifo = EvictionPolicy(.s3fifo)
 
+    /// W-TinyLFU: a small LRU window (1% of each limit) in front of a segmented LRU main cache
+    /// (probation 20%, protected 80%), with admission by estimated popularity.
+    ///
+    /// A new entry enters the window. When room is needed, the window's least recently used
+    /// entry (the candidate) moves to main while main has room; otherwise it competes with
+    /// main's victim (probation's least recently used entry): the one a frequency sketch has
+    /// seen more often stays, the other is evicted, and a tie keeps main's. A hit in probation
+    /// moves the entry to protected; protected's least recently used entries fall back to
+    /// probation when it is over its share. The sketch is a count-min sketch of 4-bit counters
+    /// with a doorkeeper bloom filter in front, halved periodically so that old popularity
+    /// fades; it costs about 9 bytes per entry.
+    ///
+    /// It keeps the most of a skewed (Zipf-like) working set of Larder's policies, and resists
+    /// scans and one-hit wonders like S3-FIFO. A hit costs a list move plus a sketch update.
+    /// The rules follow libCacheSim's `WTinyLFU` (window 0.01, SLRU main), which replays within
+    /// 2% of it (Benchmarks/policies).
+    ///
+    /// Related paper: Einziger, Friedman, Manes, "TinyLFU: A Highly Efficient Cache Admission
+    /// Policy", ACM Transactions on Storage 2017, <https://doi.org/10.1145/3149371>
+    public static let wTinyLFU = EvictionPolicy(.wTinyLFU)
+
     public var description: String {
         switch kind {
         case .lru: "lru"
         case .s3fifo: "s3fifo"
+        case .wTinyLFU: "wTinyLFU"
         }
     }
 }

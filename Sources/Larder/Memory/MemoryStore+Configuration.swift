@@ -47,7 +47,10 @@ extension MemoryStore {
         /// least recently used entries, so a burst of large values cannot push out all the small
         /// ones. Under ``EvictionPolicy/s3fifo`` each bucket runs S3-FIFO over its own entries:
         /// its `countLimit` is split 10/90 between the small and main queues, and the scan for a
-        /// victim visits only the bucket's entries, in the global queues' FIFO order. An entry that fits no bucket is not kept (end the list with
+        /// victim visits only the bucket's entries, in the global queues' FIFO order. Under
+        /// ``EvictionPolicy/wTinyLFU`` each bucket's `countLimit` is split 1/99 between the
+        /// window and main, and the window's candidate contests the bucket's own main victim.
+        /// An entry that fits no bucket is not kept (end the list with
         /// `maxEntryCost: .max` to accept every size). The buckets apply together with
         /// ``countLimit`` and ``costLimit``.
         ///
@@ -100,7 +103,10 @@ extension MemoryStore {
         ///
         /// The limits above mean the same under every policy; the policy only picks the
         /// victims. ``EvictionPolicy/s3fifo`` keeps more of a skewed working set than LRU and
-        /// makes a hit cheaper (it bumps a counter instead of moving a list node). Defaults to
+        /// makes a hit cheaper (it bumps a counter instead of moving a list node);
+        /// ``EvictionPolicy/wTinyLFU`` keeps the most of it, admitting a new entry into its
+        /// main cache only when it was used more often than the entry it would push out.
+        /// Defaults to
         /// ``EvictionPolicy/lru``.
         public var policy: EvictionPolicy
 

@@ -19,6 +19,20 @@ extension MemoryStore {
         return locked.withLockUnchecked { state in state.policy.s3fifo.ghost.count }
     }
 
+    /// W-TinyLFU's window, probation and protected lists, newest first (for tests; O(n)).
+    func segmentKeys() -> (window: [Key], probation: [Key], protected: [Key]) {
+        return locked.withLockUnchecked { state in
+            let lists = [WTinyLFUPolicy.windowList, WTinyLFUPolicy.probationList, WTinyLFUPolicy.protectedList]
+            let keys = lists.map { list in state.policy.wTinyLFU.slots(inList: list).map { state.slots[$0]!.key } }
+            return (keys[0], keys[1], keys[2])
+        }
+    }
+
+    /// W-TinyLFU's popularity estimate of `key` (for tests).
+    func frequencyEstimate(forKey key: Key) -> Int {
+        return locked.withLockUnchecked { state in state.policy.wTinyLFU.sketch.estimate(key.hashValue) }
+    }
+
     /// Descriptions of every broken internal invariant; empty when the store is consistent.
     func invariantViolations() -> [String] {
         return locked.withLockUnchecked { state in state.invariantViolations() }

@@ -108,7 +108,8 @@ extension MemoryStore {
             }
             statistics.hits += 1
             slots[slot]!.used = stamp
-            policy.didAccess(slot, bucket: slots[slot].unsafelyUnwrapped.bucket)
+            policy.didAccess(
+                slot, bucket: slots[slot].unsafelyUnwrapped.bucket, keyHash: hash, cost: slots[slot].unsafelyUnwrapped.cost)
             return .hit(
                 slots[slot].unsafelyUnwrapped.value, cost: slots[slot].unsafelyUnwrapped.cost, expiration: expiration,
                 sliding: sliding)

@@ -328,7 +328,8 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     /// ```
     ///
     /// - Returns: The keys, most recently used first (under ``EvictionPolicy/s3fifo``: the small
-    ///   queue, then the main queue, each newest first).
+    ///   queue, then the main queue, each newest first; under ``EvictionPolicy/wTinyLFU``: the
+    ///   window, probation, then protected, each most recently used first).
     /// - Complexity: O(n) in the number of entries, under the lock.
     public func keys() -> [Key] {
         let now = currentTime()

@@ -11,6 +11,7 @@ struct PolicyBookkeeping {
     @usableFromInline let kind: EvictionPolicy.Kind
     @usableFromInline var lru: LRUPolicy
     @usableFromInline var s3fifo: S3FIFOPolicy
+    @usableFromInline var wTinyLFU: WTinyLFUPolicy
 
     init(_ policy: EvictionPolicy, countLimit: Int, costLimit: Int, bucketCountLimits: [Int]) {
         kind = policy.kind
@@ -18,11 +19,15 @@ struct PolicyBookkeeping {
         s3fifo = kind == .s3fifo
             ? S3FIFOPolicy(countLimit: countLimit, costLimit: costLimit, bucketCountLimits: bucketCountLimits)
             : S3FIFOPolicy(countLimit: 0, costLimit: 0, bucketCountLimits: [])
+        wTinyLFU = kind == .wTinyLFU
+            ? WTinyLFUPolicy(countLimit: countLimit, costLimit: costLimit, bucketCountLimits: bucketCountLimits)
+            : WTinyLFUPolicy(countLimit: 0, costLimit: 0, bucketCountLimits: [])
     }
 
     /// Sizes the policy for new store-wide limits.
     mutating func resize(countLimit: Int, costLimit: Int) {
         if kind == .s3fifo { s3fifo.resize(countLimit: countLimit, costLimit: costLimit) }
+        if kind == .wTinyLFU { wTinyLFU.resize(countLimit: countLimit, costLimit: costLimit) }
     }
 
     @inlinable @inline(__always)
@@ -30,6 +35,7 @@ struct PolicyBookkeeping {
         switch kind {
         case .lru: lru.didInsert(slot, bucket: bucket, cost: cost, keyHash: keyHash)
         case .s3fifo: s3fifo.didInsert(slot, bucket: bucket, cost: cost, keyHash: keyHash)
+        case .wTinyLFU: wTinyLFU.didInsert(slot, bucket: bucket, cost: cost, keyHash: keyHash)
         }
     }
 
@@ -38,6 +44,7 @@ struct PolicyBookkeeping {
         switch kind {
         case .lru: lru.didUpdate(slot, from: oldBucket, to: newBucket, cost: cost)
         case .s3fifo: s3fifo.didUpdate(slot, from: oldBucket, to: newBucket, cost: cost)
+        case .wTinyLFU: wTinyLFU.didUpdate(slot, from: oldBucket, to: newBucket, cost: cost)
         }
     }
 
@@ -46,14 +53,16 @@ struct PolicyBookkeeping {
         switch kind {
         case .lru: lru.didFinishWrite(slot)
         case .s3fifo: s3fifo.didFinishWrite(slot)
+        case .wTinyLFU: wTinyLFU.didFinishWrite(slot)
         }
     }
 
     @inlinable @inline(__always)
-    mutating func didAccess(_ slot: Int, bucket: Int?) {
+    mutating func didAccess(_ slot: Int, bucket: Int?, keyHash: Int, cost: Int) {
         switch kind {
         case .lru: lru.didAccess(slot, bucket: bucket)
         case .s3fifo: s3fifo.didAccess(slot, bucket: bucket)
+        case .wTinyLFU: wTinyLFU.didAccess(slot, bucket: bucket, keyHash: keyHash, cost: cost)
         }
     }
 
@@ -62,6 +71,7 @@ struct PolicyBookkeeping {
         switch kind {
         case .lru: lru.didRemove(slot, bucket: bucket, isEviction: isEviction)
         case .s3fifo: s3fifo.didRemove(slot, bucket: bucket, isEviction: isEviction)
+        case .wTinyLFU: wTinyLFU.didRemove(slot, bucket: bucket, isEviction: isEviction)
         }
     }
 
@@ -70,6 +80,7 @@ struct PolicyBookkeeping {
         switch kind {
         case .lru: lru.victim()
         case .s3fifo: s3fifo.victim()
+        case .wTinyLFU: wTinyLFU.victim()
         }
     }
 
@@ -78,6 +89,7 @@ struct PolicyBookkeeping {
         switch kind {
         case .lru: lru.victim(inBucket: bucket)
         case .s3fifo: s3fifo.victim(inBucket: bucket)
+        case .wTinyLFU: wTinyLFU.victim(inBucket: bucket)
         }
     }
 
@@ -85,6 +97,7 @@ struct PolicyBookkeeping {
         switch kind {
         case .lru: lru.removeAll()
         case .s3fifo: s3fifo.removeAll()
+        case .wTinyLFU: wTinyLFU.removeAll()
         }
     }
 
@@ -92,6 +105,7 @@ struct PolicyBookkeeping {
         switch kind {
         case .lru: lru.slotsInOrder()
         case .s3fifo: s3fifo.slotsInOrder()
+        case .wTinyLFU: wTinyLFU.slotsInOrder()
         }
     }
 
@@ -99,6 +113,7 @@ struct PolicyBookkeeping {
         switch kind {
         case .lru: lru.invariantViolations(live: live, bucketOf: bucketOf, bucketCount: bucketCount)
         case .s3fifo: s3fifo.invariantViolations(live: live, bucketOf: bucketOf, bucketCount: bucketCount)
+        case .wTinyLFU: wTinyLFU.invariantViolations(live: live, bucketOf: bucketOf, bucketCount: bucketCount)
         }
     }
 }

@@ -269,7 +269,7 @@ protocol MemoryStoreModel<Key, Value> {
     mutating func trim(toCost cost: Int, now: Double)
     mutating func removeAll()
     var keysByRecency: [Key] { get }
-    /// Every entry's S3-FIFO counter; empty for LRU.
+    /// Every entry's S3-FIFO counter or W-TinyLFU estimate; empty for LRU.
     var frequencies: [Key: Int] { get }
     var ghostCount: Int { get }
     var snapshot: MemoryStore<Key, Value>.Statistics { get }

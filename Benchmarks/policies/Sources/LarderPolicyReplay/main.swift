@@ -2,6 +2,7 @@
 // policies' hit, miss and evicting-insert paths.
 //
 //   LarderPolicyReplay replay <trace.u32> <cacheSize>...   → CSV: policy,cache_size,requests,misses
+//   LarderPolicyReplay replay-sized <trace.u32> <sizes.u32> <bytes>... → CSV: policy,cache_size,requests,misses
 //   LarderPolicyReplay time [entries] [operations] [rounds] [policy] → CSV: policy,operation,ns_per_op
 //
 // A trace is a flat file of little-endian UInt32 object ids, one per request. Every object has
@@ -10,7 +11,7 @@
 import Foundation
 import Larder
 
-let policies: [(String, EvictionPolicy)] = [("lru", .lru), ("s3fifo", .s3fifo)]
+let policies: [(String, EvictionPolicy)] = [("lru", .lru), ("s3fifo", .s3fifo), ("wtinylfu", .wTinyLFU)]
 
 func makeStore(_ policy: EvictionPolicy, countLimit: Int) throws -> MemoryStore<UInt32, UInt32> {
     try MemoryStore<UInt32, UInt32> {
@@ -48,6 +49,26 @@ func nanoseconds(_ operations: Int, _ body: () -> Void) -> Double {
     return (Double(seconds) * 1e9 + Double(attoseconds) / 1e9) / Double(operations)
 }
 
+/// As ``replay(_:policy:cacheSize:)`` with a size per request: the store's `costLimit` is the
+/// byte capacity and each object's cost its size. `entryCostLimit` refuses what libCacheSim
+/// refuses: under W-TinyLFU an object larger than the window (1% of the capacity).
+func replaySized(_ trace: [UInt32], sizes: [UInt32], policy: EvictionPolicy, capacity: Int) throws -> Int {
+    let store = try MemoryStore<UInt32, UInt32> {
+        $0.countLimit = .max
+        $0.costLimit = capacity
+        $0.entryCostLimit = policy == .wTinyLFU ? capacity / 100 : capacity
+        $0.overflowTrimRatio = 0
+        $0.policy = policy
+    }
+    var misses = 0
+    for (id, size) in zip(trace, sizes) where store.value(forKey: id) == nil {
+        misses += 1
+        store.setValue(id, forKey: id, cost: Int(size))
+    }
+    precondition(store.totalCost <= capacity)
+    return misses
+}
+
 /// A fixed pseudo-random permutation walk, so both policies see the same key order.
 func scrambled(_ i: Int, _ n: Int) -> UInt32 {
     UInt32((i &* 2_654_435_761) % n)
@@ -56,14 +77,44 @@ func scrambled(_ i: Int, _ n: Int) -> UInt32 {
 func time(entries: Int, operations: Int, rounds: Int, only: String?) throws {
     print("policy,operation,ns_per_op")
     var best: [String: Double] = [:]
+    // 65,536 keys drawn from Zipf(1.0) over 0..<entries (inverse CDF on a fixed LCG stream).
+    var weights = (1...entries).map { 1 / Double($0) }
+    let total = weights.reduce(0, +)
+    var running = 0.0
+    for index in weights.indices {
+        running += weights[index] / total
+        weights[index] = running
+    }
+    var state: UInt64 = 20231023
+    let zipfKeys: [UInt32] = (0..<65_536).map { _ in
+        state = state &* 6364136223846793005 &+ 1442695040888963407
+        let u = Double(state >> 11) / Double(1 << 53)
+        var low = 0, high = entries - 1
+        while low < high {
+            let middle = (low + high) / 2
+            if weights[middle] < u { low = middle + 1 } else { high = middle }
+        }
+        return scrambled(low, entries)
+    }
     for _ in 0..<rounds {
         for (name, policy) in policies where only == nil || only == name {
-            // Hits: a full store, every read finds its key.
-            let store = try makeStore(policy, countLimit: entries)
+            // Hits: a full store, every read finds its key. W-TinyLFU's store overflows once
+            // after the fill, so the entries leave the window for main (probation, protected),
+            // where hits promote, demote and count in the sketch, as in a running cache.
+            let warm = entries / 100 + 2  // main's share (99% of the limit) holds every entry
+            let store = try makeStore(policy, countLimit: entries + warm)
             for i in 0..<entries { store.setValue(UInt32(i), forKey: UInt32(i), cost: 1) }
+            for i in 0..<(policy == .wTinyLFU ? warm + 1 : warm) {
+                store.setValue(0, forKey: UInt32.max - UInt32(i), cost: 1)
+            }
             var sink: UInt32 = 0
             let hit = nanoseconds(operations) {
                 for i in 0..<operations { sink &+= store.value(forKey: scrambled(i, entries)) ?? 0 }
+            }
+            // Zipf hits: the same store, keys drawn from Zipf(1.0) over the resident entries (hot
+            // keys hit often: fewer SLRU promotions than the uniform walk above).
+            let zipfHit = nanoseconds(operations) {
+                for i in 0..<operations { sink &+= store.value(forKey: zipfKeys[i & (zipfKeys.count - 1)]) ?? 0 }
             }
             // Misses: reads of keys that were never stored.
             let miss = nanoseconds(operations) {
@@ -73,15 +124,15 @@ func time(entries: Int, operations: Int, rounds: Int, only: String?) throws {
             let insert = nanoseconds(operations) {
                 for i in 0..<operations { store.setValue(UInt32(entries + i), forKey: UInt32(entries + i), cost: 1) }
             }
-            precondition(store.totalCount == entries && sink != 42)
-            for (operation, value) in [("hit", hit), ("miss", miss), ("evicting_insert", insert)] {
+            precondition(store.totalCount == entries + warm && sink != 42)
+            for (operation, value) in [("hit", hit), ("zipf_hit", zipfHit), ("miss", miss), ("evicting_insert", insert)] {
                 let key = "\(name),\(operation)"
                 best[key] = min(best[key] ?? .infinity, value)
             }
         }
     }
     for (name, _) in policies where only == nil || only == name {
-        for operation in ["hit", "miss", "evicting_insert"] {
+        for operation in ["hit", "zipf_hit", "miss", "evicting_insert"] {
             print("\(name),\(operation),\(String(format: "%.1f", best["\(name),\(operation)"]!))")
         }
     }
@@ -98,6 +149,17 @@ case "replay" where arguments.count >= 3:
             print("\(name),\(size),\(trace.count),\(misses)")
         }
     }
+case "replay-sized" where arguments.count >= 4:
+    let trace = try loadTrace(arguments[arguments.startIndex + 1])
+    let sizes = try loadTrace(arguments[arguments.startIndex + 2])
+    precondition(trace.count == sizes.count, "one size per request")
+    print("policy,cache_size,requests,misses")
+    for capacity in arguments.dropFirst(3).map({ Int($0)! }) {
+        for (name, policy) in policies {
+            let misses = try replaySized(trace, sizes: sizes, policy: policy, capacity: capacity)
+            print("\(name),\(capacity),\(trace.count),\(misses)")
+        }
+    }
 case "time":
     let entries = arguments.count > 1 ? Int(arguments[arguments.startIndex + 1])! : 10_000
     let operations = arguments.count > 2 ? Int(arguments[arguments.startIndex + 2])! : 2_000_000
@@ -105,6 +167,6 @@ case "time":
     let only = arguments.count > 4 ? arguments[arguments.startIndex + 4] : nil
     try time(entries: entries, operations: operations, rounds: rounds, only: only)
 default:
-    FileHandle.standardError.write(Data("usage: LarderPolicyReplay replay <trace.u32> <cacheSize>... | time [entries] [operations]\n".utf8))
+    FileHandle.standardError.write(Data("usage: LarderPolicyReplay replay <trace.u32> <cacheSize>... | replay-sized <trace.u32> <sizes.u32> <bytes>... | time [entries] [operations]\n".utf8))
     exit(2)
 }
