@@ -7,14 +7,25 @@ extension Storage where Value: Sendable {
     ///
     /// A memory hit returns at once; local tiers' I/O runs on Larder's I/O queue, never on the
     /// caller's executor; tiers that are not local (a remote cache) are reached only here.
+    @inlinable
     public func value(forKey key: Key, tiers: StorageTiers? = nil) async throws -> Value? {
         try await entry(forKey: key, tiers: tiers)?.value
     }
 
     /// The value for `key` with the tier that answered and its expiration, or `nil` on a miss.
+    ///
+    /// Inlinable, so that a memory hit runs specialized for the caller's key and value types.
+    @inlinable
     public func entry(forKey key: Key, tiers: StorageTiers? = nil) async throws -> Entry? {
         let tiers = tiers ?? configuration.defaultTiers
         if let found = memoryEntry(forKey: key, tiers: tiers) { return found }
+        return try await entryAfterMemoryMiss(forKey: key, tiers: tiers)
+    }
+
+    /// The rest of an async read: local tiers on the I/O queue, or the walk through tiers that
+    /// are not local.
+    @usableFromInline
+    func entryAfterMemoryMiss(forKey key: Key, tiers: StorageTiers) async throws -> Entry? {
         if allTiersLocal {
             return try await offload { try self.entryBelowMemory(forKey: key, tiers: tiers) }
         }
