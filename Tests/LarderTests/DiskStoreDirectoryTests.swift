@@ -50,6 +50,7 @@ struct DiskStoreDirectoryTests {
     enum Operation: String, CaseIterable, CustomTestStringConvertible {
         case value, entry, openValue, contains, attributes, keys, keysWithPrefix, totals, statistics, verify
         case setInline, setFile, insert, remove, take, setExpiry, removeAll, removeExpired, trim
+        case trimToDate, refresh, footprint
         var testDescription: String { rawValue }
         var writes: Bool { [.setInline, .setFile, .insert].contains(self) }
     }
@@ -85,6 +86,9 @@ struct DiskStoreDirectoryTests {
         case .removeAll: try store.removeAll()
         case .removeExpired: #expect(try store.removeExpired() == 0)
         case .trim: try store.trim(toCount: 0)
+        case .trimToDate: #expect(try store.trim(toDate: .distantFuture) == 0)
+        case .refresh: #expect(try !store.refresh(forKey: "inline", expiry: .never, metadata: nil))
+        case .footprint: #expect(try store.footprint < DiskStore.footprintSlack)
         }
 
         // Then the directory exists again with an index, the store reports nothing of the old

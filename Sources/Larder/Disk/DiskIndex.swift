@@ -134,15 +134,20 @@ final class DiskIndex {
     ///
     /// - Throws: ``StorageError/sqlite(code:message:sql:)`` (check `isDatabaseCorruption`), or
     ///   ``ForeignIndexError`` when the file is a database of some other schema.
-    init(path: String, durability: DiskStore.Durability, busyTimeout: Duration) throws {
+    init(path: String, durability: DiskStore.Durability, busyTimeout: Duration, walLimit: Int = 4 << 20) throws {
         let connection = try SQLiteConnection(path: path, busyTimeout: busyTimeout)
         self.connection = connection
         // Switching a new database to WAL takes an exclusive lock without consulting the busy
         // handler, so two stores opening one new directory at once can get SQLITE_BUSY here:
         // retry until the busy timeout, as the handler would.
+        // A new index can give pages back to the file system (see `releaseFreePages`); the mode
+        // must be chosen before the database is switched to WAL or gets its first table.
+        if try connection.scalarInt64("SELECT count(*) FROM sqlite_schema") == 0 {
+            try connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        }
         try Self.retryingWhileBusy(for: busyTimeout) { try connection.execute("PRAGMA journal_mode = WAL") }
         try connection.execute(durability == .durable ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
-        try connection.execute("PRAGMA journal_size_limit = 4194304")
+        try Self.applyWALLimit(walLimit, to: connection)
         try connection.execute("PRAGMA temp_store = MEMORY")
         // 16 MiB of page cache (SQLite's default is 2 MiB), so the index of a 100k-entry store
         // stays in memory instead of being read back page by page.
@@ -274,8 +279,61 @@ final class DiskIndex {
     /// Schema 2 → 3: a sliding lifetime per row (`NULL`: a fixed expiry).
     private static let upgrade2To3 = """
         ALTER TABLE entries ADD COLUMN sliding INTEGER;
+        ALTER TABLE totals ADD COLUMN charge INTEGER NOT NULL DEFAULT 0;
+        DROP TRIGGER entries_insert;
+        DROP TRIGGER entries_delete;
+        DROP TRIGGER entries_resize;
+        CREATE TRIGGER entries_insert AFTER INSERT ON entries BEGIN
+            UPDATE totals SET count = count + 1, size = size + NEW.size, charge = charge + \(charge("NEW")) WHERE id = 0;
+        END;
+        CREATE TRIGGER entries_delete AFTER DELETE ON entries BEGIN
+            UPDATE totals SET count = count - 1, size = size - OLD.size, charge = charge - \(charge("OLD")) WHERE id = 0;
+        END;
+        CREATE TRIGGER entries_resize AFTER UPDATE OF size, file, key, metadata ON entries
+        WHEN NEW.size <> OLD.size OR NEW.file IS NOT OLD.file OR NEW.key <> OLD.key OR NEW.metadata IS NOT OLD.metadata BEGIN
+            UPDATE totals SET size = size + NEW.size - OLD.size, charge = charge + \(charge("NEW")) - \(charge("OLD"))
+            WHERE id = 0;
+        END;
+        UPDATE totals SET charge = (SELECT coalesce(sum(\(charge("e"))), 0) FROM entries AS e) WHERE id = 0;
         PRAGMA user_version = 3;
         """
+
+    /// What a row costs on disk, as `sizeLimit` counts it (schema 3's `totals.charge`): a value
+    /// in a blob file takes whole 4 KiB blocks, plus a block for its shard directory; bytes in
+    /// the index (an inline value, the key, the metadata) count twice, for the key index, the
+    /// row's own overhead and pages that B-tree splits and deletions leave part empty; plus a
+    /// fixed cost per row (columns, the access row, the file name).
+    static func charge(_ row: String) -> String {
+        """
+        (CASE WHEN \(row).file IS NULL \
+        THEN 2 * (\(row).size + length(CAST(\(row).key AS BLOB)) + coalesce(length(\(row).metadata), 0)) + 128 \
+        ELSE ((\(row).size + 4095) / 4096 + 1) * 4096 \
+        + 2 * (length(CAST(\(row).key AS BLOB)) + coalesce(length(\(row).metadata), 0)) + 256 END)
+        """
+    }
+
+    /// The write-ahead log's bound for a store of `sizeLimit` bytes: 1/16 of it, within
+    /// 64 KiB...4 MiB. SQLite checkpoints when the log reaches it and truncates it back to it.
+    static func walLimit(forSizeLimit sizeLimit: Int) -> Int {
+        min(4 << 20, max(walFloor, sizeLimit / 16))
+    }
+
+    /// The smallest log bound; it is part of the footprint's fixed slack.
+    static let walFloor = 64 << 10
+
+    /// Sets the log's bound (`journal_size_limit`) and the checkpoint threshold in pages.
+    static func applyWALLimit(_ bytes: Int, to connection: SQLiteConnection) throws {
+        // Integers the store computed, not user data: pragmas take no bound parameters.
+        try connection.execute("PRAGMA journal_size_limit = \(bytes)")
+        try connection.execute("PRAGMA wal_autocheckpoint = \(max(16, bytes / 4096))")
+    }
+
+    /// Gives the file system back the index's free pages when more than `pages` are free (an
+    /// index created without incremental auto-vacuum keeps them for reuse).
+    func releaseFreePages(beyond pages: Int) throws {
+        guard try connection.scalarInt64("PRAGMA freelist_count") ?? 0 > Int64(pages) else { return }
+        try connection.execute("PRAGMA incremental_vacuum")
+    }
 
     /// Creates the schema in a new database, upgrades an older one, or checks that an existing
     /// one is ours.
@@ -314,7 +372,7 @@ final class DiskIndex {
 
     // MARK: - Reads on the writer's connection
 
-    func totals() throws -> (count: Int, size: Int) {
+    func totals() throws -> (count: Int, size: Int, charge: Int) {
         try reads.totals()
     }
 
@@ -322,7 +380,8 @@ final class DiskIndex {
     func recountTotals() throws {
         try connection.execute("""
             UPDATE totals SET count = (SELECT count(*) FROM entries),
-                size = (SELECT coalesce(sum(size), 0) FROM entries) WHERE id = 0
+                size = (SELECT coalesce(sum(size), 0) FROM entries),
+                charge = (SELECT coalesce(sum(\(Self.charge("e"))), 0) FROM entries AS e) WHERE id = 0
             """)
     }
 

@@ -32,7 +32,7 @@ final class DiskIndexReader {
             FROM entries AS e LEFT JOIN access AS a ON a.entry = e.rowid WHERE e.key = ?
             """)
         selectExpiry = try connection.statement("SELECT expires FROM entries WHERE key = ?")
-        selectTotals = try connection.statement("SELECT count, size FROM totals WHERE id = 0")
+        selectTotals = try connection.statement("SELECT count, size, charge FROM totals WHERE id = 0")
         selectKeys = try connection.statement(
             "SELECT key FROM entries WHERE expires IS NULL OR expires > ? ORDER BY key")
         selectKeysInRange = try connection.statement(
@@ -96,12 +96,12 @@ final class DiskIndexReader {
         }
     }
 
-    func totals() throws -> (count: Int, size: Int) {
+    func totals() throws -> (count: Int, size: Int, charge: Int) {
         try selectTotals.withReset { statement in
             guard try statement.step() else {
                 throw StorageError.sqlite(code: SQLITE_CORRUPT, message: "the totals row is missing", sql: statement.sql)
             }
-            return (Int(statement.int64(0)), Int(statement.int64(1)))
+            return (Int(statement.int64(0)), Int(statement.int64(1)), Int(statement.int64(2)))
         }
     }
 

@@ -50,13 +50,28 @@ extension DiskStore {
 
     func evictIfNeeded(_ state: inout State, index: DiskIndex, now: Int64, keeping key: String) throws -> [String] {
         let countLimit = self.countLimit, sizeLimit = self.sizeLimit
+        let chargeLimit = Self.chargeLimit(forSizeLimit: sizeLimit)
         let totals = try index.totals()
-        guard totals.count > countLimit || totals.size > sizeLimit else { return [] }
+        guard totals.count > countLimit || totals.size > sizeLimit || totals.charge > chargeLimit else { return [] }
         let ratio = configuration.overflowTrimRatio
         let targetCount = totals.count > countLimit ? trimTarget(limit: countLimit, ratio: ratio) : countLimit
         let targetSize = totals.size > sizeLimit ? trimTarget(limit: sizeLimit, ratio: ratio) : sizeLimit
-        return try Self.shrink(&state, index: index, now: now, toCount: targetCount, toSize: targetSize, keeping: key)
+        let targetCharge = totals.charge > chargeLimit ? trimTarget(limit: chargeLimit, ratio: ratio) : chargeLimit
+        return try Self.shrink(
+            &state, index: index, now: now, toCount: targetCount, toSize: targetSize, toCharge: targetCharge,
+            keeping: key)
     }
+
+    /// The most the rows may cost (``DiskIndex/charge(_:)``) under `sizeLimit`: the limit less
+    /// the part of the write-ahead log's bound above its floor, plus a small allowance (both
+    /// within ``footprintSlack``), so that a tiny limit still means its stored bytes.
+    static func chargeLimit(forSizeLimit sizeLimit: Int) -> Int {
+        max(0, sizeLimit - (DiskIndex.walLimit(forSizeLimit: sizeLimit) - DiskIndex.walFloor)) + chargeAllowance
+    }
+
+    /// What rows may cost beyond the limit; the fixed part of the footprint (schema pages, the
+    /// log's floor, SQLite's shared memory, the directories) takes the rest of the slack.
+    static let chargeAllowance = 96 << 10
 
     /// The count limit in force: ``Configuration/countLimit`` until
     /// ``setLimits(countLimit:sizeLimit:)`` changes it.
@@ -88,10 +103,16 @@ extension DiskStore {
             if let countLimit { countLimitValue.store(countLimit, ordering: .relaxed) }
             if let sizeLimit { sizeLimitValue.store(sizeLimit, ordering: .relaxed) }
             let count = self.countLimit, size = self.sizeLimit
-            return try index.connection.transaction {
+            if sizeLimit != nil { try DiskIndex.applyWALLimit(DiskIndex.walLimit(forSizeLimit: size), to: index.connection) }
+            let removed = try index.connection.transaction {
                 try flushAccesses(index: index)
-                return try Self.shrink(&state, index: index, now: now, toCount: count, toSize: size, keeping: nil)
+                return try Self.shrink(
+                    &state, index: index, now: now, toCount: count, toSize: size,
+                    toCharge: Self.chargeLimit(forSizeLimit: size), keeping: nil)
             }
+            // A lowered limit also bounds the log at once (readers may keep part of it alive).
+            if sizeLimit != nil { try? index.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
+            return removed
         }
         for name in removed { files.remove(name: name) }
     }
@@ -100,11 +121,13 @@ extension DiskStore {
     /// their targets; returns the blob files to delete after the transaction commits.
     static func shrink(
         _ state: inout State, index: DiskIndex, now: Int64, toCount targetCount: Int, toSize targetSize: Int,
-        keeping key: String?
+        toCharge targetCharge: Int = .max, keeping key: String?
     ) throws -> [String] {
         var totals = try index.totals()
         var obsolete: [String] = []
-        while totals.count > targetCount || totals.size > targetSize {
+        func isOver() -> Bool { totals.count > targetCount || totals.size > targetSize || totals.charge > targetCharge }
+        defer { if !obsolete.isEmpty { try? index.releaseFreePages(beyond: 16) } }
+        while isOver() {
             let batch = try index.deleteExpired(now: now, limit: batchSize)
             state.statistics.expirations += batch.count
             for key in batch.keys { state.recordRemoval(key, .expired) }
@@ -112,19 +135,18 @@ extension DiskStore {
             totals = try index.totals()
             if batch.count < batchSize { break }
         }
-        while totals.count > targetCount || totals.size > targetSize {
+        while isOver() {
             let candidates = try index.leastRecentlyUsed(limit: batchSize, excluding: key)
             var deletedAny = false
             for row in candidates {
-                guard totals.count > targetCount || totals.size > targetSize else { break }
+                guard isOver() else { break }
                 let deleted = try index.delete(rowID: row.rowID)
                 guard deleted.existed else { continue }
                 deletedAny = true
                 if let file = deleted.file { obsolete.append(file) }
                 state.statistics.evictions += 1
                 state.recordRemoval(row.key, .evicted)
-                totals.count -= 1
-                totals.size -= row.size
+                totals = try index.totals()
             }
             // Nothing left to evict (or an index that lists rows it cannot delete): stop
             // rather than loop; the limits are met again by the next write.

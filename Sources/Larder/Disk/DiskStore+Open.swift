@@ -36,7 +36,9 @@ extension DiskStore {
         // is found here and handled like a file that is not a database at all.
         let now = configuration.now().milliseconds
         let openIndex = { () throws -> (DiskIndex, wasDirty: Bool, lastSweep: Int64) in
-            let index = try DiskIndex(path: path, durability: configuration.durability, busyTimeout: configuration.busyTimeout)
+            let index = try DiskIndex(
+                path: path, durability: configuration.durability, busyTimeout: configuration.busyTimeout,
+                walLimit: DiskIndex.walLimit(forSizeLimit: configuration.sizeLimit))
             let wasDirty = try index.meta("dirty") ?? 0 != 0
             let lastSweep = try index.meta("last_sweep") ?? 0
             _ = try index.totals()
@@ -109,7 +111,9 @@ extension DiskStore {
         index.connection.close()
         state.index = nil
         state.statistics.indexResets += 1
-        let open = { try DiskIndex(path: path, durability: configuration.durability, busyTimeout: configuration.busyTimeout) }
+        let open = { try DiskIndex(
+                path: path, durability: configuration.durability, busyTimeout: configuration.busyTimeout,
+                walLimit: DiskIndex.walLimit(forSizeLimit: configuration.sizeLimit)) }
         var fresh: DiskIndex
         do {
             let connection = try SQLiteConnection(path: path, busyTimeout: configuration.busyTimeout)
