@@ -666,23 +666,26 @@ struct ImageCacheTests {
     }
 
     @Test func visibleImagesDownloadAheadOfQueuedBackgroundLoads() async throws {
-        // Given a fetcher with one download slot, held by a slow download
+        // Given a fetcher with one download slot, held by a download the server answers only
+        // when the test opens the gate
         let png = self.png
         let order = Locked<[String]>([])
+        let gate = DispatchSemaphore(value: 0)
         let server = try TestHTTPServer { path, _ in
             order.withLock { $0.append(path) }
-            return TestHTTPServer.Response(headers: [("Content-Type", "image/png")], body: png,
-                                           delay: path == "/hold.png" ? .seconds(5) : .zero)
+            if path == "/hold.png" { _ = gate.wait(timeout: .now() + 60) }
+            return TestHTTPServer.Response(headers: [("Content-Type", "image/png")], body: png)
         }
-        let cache = try makeCache(fetcher: HTTPImageFetcher { $0.maximumAttempts = 1; $0.maximumConcurrentDownloads = 1 }) {
-            $0.maximumConcurrentPrefetches = 4
-        }
+        let fetcher = HTTPImageFetcher { $0.maximumAttempts = 1; $0.maximumConcurrentDownloads = 1 }
+        let cache = try makeCache(fetcher: fetcher) { $0.maximumConcurrentPrefetches = 4 }
         let hold = Task { try await cache.image(for: ImageKey(server.url("/hold.png"))) }
         while server.requestCount("/hold.png") == 0 { try await Task.sleep(for: .milliseconds(5)) }
         // When three prefetches queue up, then an image for display
         let prefetch = cache.prefetch((0..<3).map { ImageKey(server.url("/later\($0).png")) })
-        try await Task.sleep(for: .milliseconds(200))
+        while await fetcher.queuedDownloadCount < 3 { try await Task.sleep(for: .milliseconds(5)) }
         let visible = Task { try await cache.image(for: ImageKey(server.url("/visible.png")), priority: .high) }
+        while await fetcher.queuedDownloadCount < 4 { try await Task.sleep(for: .milliseconds(5)) }
+        gate.signal()
         // Then the visible image is downloaded as soon as the slot frees, before every prefetch
         _ = try await hold.value
         _ = try await visible.value

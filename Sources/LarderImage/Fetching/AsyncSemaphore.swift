@@ -35,6 +35,9 @@ actor AsyncSemaphore {
         }
     }
 
+    /// How many tasks wait for a permit.
+    var waiterCount: Int { waiters.count }
+
     /// Returns a permit, handing it straight to the first waiter (highest priority, then
     /// longest waiting) if there is one.
     func release() {

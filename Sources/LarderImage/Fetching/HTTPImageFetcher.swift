@@ -41,6 +41,11 @@ public final class HTTPImageFetcher: Sendable {
     private let session: URLSession
     private let delegate: SessionDelegate
     private let semaphore: AsyncSemaphore
+
+    /// How many downloads wait for a download slot (for tests that order them).
+    var queuedDownloadCount: Int {
+        get async { await semaphore.waiterCount }
+    }
     private let failures: Locked<[String: (error: ImageFetchError, until: Date)]>
     private let breakers: HostBreakers
 
