@@ -124,6 +124,8 @@ extension DiskStore {
 
     /// Logs that a faster tier served `key`, renewing its sliding lifetime here to `expires`
     /// (written with the next ranking of reads; nothing if the entry has no sliding lifetime).
+    /// Writes nothing itself, so a memory hit stays free of I/O: when the log is due, the
+    /// ranking runs on Larder's I/O queue.
     func renewSlidingLifetime(forKey key: String, until expires: Date) {
         let now = configuration.now().milliseconds
         let due = readers.withLock { pool in
@@ -132,7 +134,7 @@ extension DiskStore {
             pool.log.oldestPending = oldest
             return pool.log.extensions.count >= Self.accessFlushCount || now - oldest >= Self.accessFlushDelay
         }
-        if due { flushLoggedReads() }
+        if due { larderIOQueue.async { [self] in flushLoggedReads() } }
     }
 
     /// Whether renewed lifetimes wait in the log: an entry the index shows expired may be live.
