@@ -8,7 +8,7 @@ import ServiceLifecycle
 /// values in bounded memory over a crash-safe disk tier shared by every process on the
 /// directory.
 ///
-/// Values are stored as JSON in a `Storage<String, PersistedValue>` (the memory tier also keeps
+/// Values are stored as JSON in a `Storage<String, JSONValue>` (the memory tier also keeps
 /// the object itself, so a memory hit decodes nothing), with Hummingbird's semantics:
 /// `create` throws `PersistError.duplicate` when a live value exists for the key (atomically,
 /// also across processes sharing the directory); `set` with a `nil` expiry keeps the key's
@@ -50,14 +50,14 @@ public final class LarderPersistDriver: PersistDriver {
     }
 
     /// The storage behind the driver.
-    public let storage: Storage<String, PersistedValue>
+    public let storage: Storage<String, JSONValue>
     /// The driver's settings.
     public let configuration: Configuration
     /// The storage's clock.
     let now: @Sendable () -> Date
 
     /// Creates a driver over `storage`, which it closes on shutdown.
-    public init(storage: Storage<String, PersistedValue>, configuration: Configuration = .init()) {
+    public init(storage: Storage<String, JSONValue>, configuration: Configuration = .init()) {
         self.storage = storage
         self.configuration = configuration
         self.now = storage.configuration.now ?? { Date() }
@@ -69,9 +69,9 @@ public final class LarderPersistDriver: PersistDriver {
     /// - Throws: The errors of ``Storage/init(configuration:additionalTiers:transformer:)``.
     public convenience init(
         directory: URL?, configuration: Configuration = .init(),
-        _ configure: (inout Storage<String, PersistedValue>.Configuration) -> Void = { _ in }
+        _ configure: (inout Storage<String, JSONValue>.Configuration) -> Void = { _ in }
     ) throws {
-        let storage = try Storage<String, PersistedValue>(transformer: PersistedValue.transformer) { storageConfiguration in
+        let storage = try Storage<String, JSONValue>(transformer: .jsonValue) { storageConfiguration in
             storageConfiguration.directory = directory
             configure(&storageConfiguration)
         }
@@ -169,17 +169,18 @@ public final class LarderPersistDriver: PersistDriver {
         return .seconds(TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18)
     }
 
-    static func encode<Object: Encodable & Sendable>(_ value: Object, key: String) throws -> PersistedValue {
+    static func encode<Object: Encodable & Sendable>(_ value: Object, key: String) throws -> JSONValue {
         do {
-            return PersistedValue(object: value, json: try JSONEncoder().encode(value))
+            return try JSONValue(encoding: value)
         } catch {
-            throw StorageError.encoding("cannot encode \(Object.self) as JSON for key \(key)", cause: error)
+            throw StorageError.encoding(
+                "cannot encode \(Object.self) as JSON for key \(key)", cause: (error as? StorageError)?.cause ?? error)
         }
     }
 
-    static func decode<Object: Decodable & Sendable>(_ type: Object.Type, from persisted: PersistedValue) throws -> Object {
+    static func decode<Object: Decodable & Sendable>(_ type: Object.Type, from persisted: JSONValue) throws -> Object {
         do {
-            return try persisted.object(as: type)
+            return try persisted.decoded(as: type)
         } catch {
             throw PersistError.invalidConversion
         }

@@ -7,9 +7,11 @@ public import Vapor
 /// Larder's ``Storage`` as Vapor's `Cache`: bounded memory over a crash-safe disk tier.
 ///
 /// Values are encoded as JSON (as Vapor's own Redis cache does) into a
-/// `Larder.Storage<String, Data>`. `set(_:to:expiresIn:)` honours the expiration to the second,
-/// `set(_:to: nil)` removes the key, and reading a key as a type its JSON does not decode to
-/// throws a `StorageError` with code `decoding` rather than answering a wrong value.
+/// `Larder.Storage<String, JSONValue>`, whose memory tier also keeps the object itself, so a
+/// memory hit decodes nothing (as Vapor's `MemoryCache`). `set(_:to:expiresIn:)` honours the
+/// expiration to the second, `set(_:to: nil)` removes the key, and reading a key as a type its
+/// JSON does not decode to throws a `StorageError` with code `decoding` rather than answering a
+/// wrong value.
 ///
 /// ```swift
 /// let app = try await Application.make(.detect())
@@ -29,12 +31,12 @@ public import Vapor
 ///   directory.
 public struct LarderCache: Cache, Sendable {
     /// The storage behind the cache.
-    public let storage: Larder.Storage<String, Data>
+    public let storage: Larder.Storage<String, JSONValue>
     /// The event loop the futures complete on.
     public let eventLoop: any EventLoop
 
     /// Creates a cache over `storage` whose futures complete on `eventLoop`.
-    public init(storage: Larder.Storage<String, Data>, on eventLoop: any EventLoop) {
+    public init(storage: Larder.Storage<String, JSONValue>, on eventLoop: any EventLoop) {
         self.storage = storage
         self.eventLoop = eventLoop
     }
@@ -46,15 +48,15 @@ public struct LarderCache: Cache, Sendable {
     /// - Throws: ``StorageError`` with code `decoding` when the stored JSON is not a `type`.
     public func get<T>(_ key: String, as type: T.Type) -> EventLoopFuture<T?> where T: Decodable & Sendable {
         do {
-            if let data = try storage.value(forKey: key, tiers: .memory) {
-                return eventLoop.makeSucceededFuture(try Self.decode(type, from: data, key: key))
+            if let value = try storage.value(forKey: key, tiers: .memory) {
+                return eventLoop.makeSucceededFuture(try Self.decode(type, from: value, key: key))
             }
         } catch {
             return eventLoop.makeFailedFuture(error)
         }
         let storage = self.storage
         return eventLoop.makeFutureWithTask { try await storage.value(forKey: key) }
-            .flatMapThrowing { data in try data.map { try Self.decode(type, from: $0, key: key) } }
+            .flatMapThrowing { value in try value.map { try Self.decode(type, from: $0, key: key) } }
     }
 
     /// Stores `value` for `key` with the storage's default expiry; `nil` removes the key.
@@ -71,14 +73,14 @@ public struct LarderCache: Cache, Sendable {
         guard let value else {
             return eventLoop.makeFutureWithTask { _ = try await storage.removeValue(forKey: key) }
         }
-        let data: Data
+        let encoded: JSONValue
         do {
-            data = try Self.encode(value, key: key)
+            encoded = try Self.encode(value, key: key)
         } catch {
             return eventLoop.makeFailedFuture(error)
         }
         let expiry = expirationTime.map { Expiry.seconds(TimeInterval($0.seconds)) }
-        return eventLoop.makeFutureWithTask { try await storage.setValue(data, forKey: key, expiry: expiry) }
+        return eventLoop.makeFutureWithTask { try await storage.setValue(encoded, forKey: key, expiry: expiry) }
     }
 
     /// The same storage with futures on the request's event loop.
@@ -90,8 +92,8 @@ public struct LarderCache: Cache, Sendable {
 
     /// The value for `key` decoded as `type`, or `nil`; see ``get(_:as:)-(_,_)``.
     public func get<T>(_ key: String, as type: T.Type) async throws -> T? where T: Decodable & Sendable {
-        guard let data = try await storage.value(forKey: key) else { return nil }
-        return try Self.decode(type, from: data, key: key)
+        guard let value = try await storage.value(forKey: key) else { return nil }
+        return try Self.decode(type, from: value, key: key)
     }
 
     /// Stores `value` for `key` with the storage's default expiry; `nil` removes the key.
@@ -113,19 +115,21 @@ public struct LarderCache: Cache, Sendable {
 
     // MARK: - Codec
 
-    static func encode<T: Encodable>(_ value: T, key: String) throws -> Data {
+    static func encode<T: Encodable & Sendable>(_ value: T, key: String) throws -> JSONValue {
         do {
-            return try JSONEncoder().encode(value)
+            return try JSONValue(encoding: value)
         } catch {
-            throw StorageError.encoding("cannot encode \(T.self) as JSON for key \(key)", cause: error)
+            throw StorageError.encoding(
+                "cannot encode \(T.self) as JSON for key \(key)", cause: (error as? StorageError)?.cause ?? error)
         }
     }
 
-    static func decode<T: Decodable>(_ type: T.Type, from data: Data, key: String) throws -> T {
+    static func decode<T: Decodable & Sendable>(_ type: T.Type, from value: JSONValue, key: String) throws -> T {
         do {
-            return try JSONDecoder().decode(type, from: data)
+            return try value.decoded(as: type)
         } catch {
-            throw StorageError.decoding("the value for key \(key) is not a JSON \(T.self)", cause: error)
+            throw StorageError.decoding(
+                "the value for key \(key) is not a JSON \(T.self)", cause: (error as? StorageError)?.cause ?? error)
         }
     }
 }
@@ -134,10 +138,10 @@ extension Application.Caches.Provider {
     /// Larder's cache over `storage`, closed when the application shuts down.
     ///
     /// ```swift
-    /// let storage = try Larder.Storage<String, Data>(transformer: .data) { $0.directory = cacheURL }
+    /// let storage = try Larder.Storage<String, JSONValue>(transformer: .jsonValue) { $0.directory = cacheURL }
     /// app.caches.use(.larder(storage))
     /// ```
-    public static func larder(_ storage: Larder.Storage<String, Data>) -> Self {
+    public static func larder(_ storage: Larder.Storage<String, JSONValue>) -> Self {
         .init { application in
             application.lifecycle.use(LarderCacheLifecycle(storage: storage))
             application.caches.use { application in
@@ -152,9 +156,9 @@ extension Application.Caches.Provider {
     /// - Throws: The errors of ``Storage/init(configuration:additionalTiers:transformer:)``,
     ///   such as a directory that cannot be created.
     public static func larder(
-        directory: URL?, _ configure: (inout Larder.Storage<String, Data>.Configuration) -> Void = { _ in }
+        directory: URL?, _ configure: (inout Larder.Storage<String, JSONValue>.Configuration) -> Void = { _ in }
     ) throws -> Self {
-        let storage = try Larder.Storage<String, Data>(transformer: .data) { configuration in
+        let storage = try Larder.Storage<String, JSONValue>(transformer: .jsonValue) { configuration in
             configuration.directory = directory
             configure(&configuration)
         }
@@ -164,7 +168,7 @@ extension Application.Caches.Provider {
 
 /// Closes a ``LarderCache``'s storage when the application shuts down.
 struct LarderCacheLifecycle: LifecycleHandler {
-    let storage: Larder.Storage<String, Data>
+    let storage: Larder.Storage<String, JSONValue>
 
     func shutdown(_ application: Application) {
         storage.close()

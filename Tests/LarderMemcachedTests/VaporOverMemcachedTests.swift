@@ -26,9 +26,9 @@ struct VaporOverMemcachedTests {
             func instance(_ name: String, localCopyMaxAge: Duration?) throws -> (LarderCache, MemcachedStore) {
                 let remote = try MemcachedStore(configuration: .init(
                     port: server.port, namespace: "app:", deadline: .seconds(10), localCopyMaxAge: localCopyMaxAge))
-                let storage = try Larder.Storage<String, Data>(
+                let storage = try Larder.Storage<String, JSONValue>(
                     configuration: .init(directory: folder.url.appendingPathComponent(name)),
-                    additionalTiers: [remote], transformer: .data)
+                    additionalTiers: [remote], transformer: .jsonValue)
                 return (LarderCache(storage: storage, on: eventLoop), remote)
             }
             let (first, firstRemote) = try instance("a", localCopyMaxAge: .seconds(60))

@@ -29,15 +29,15 @@ struct LarderCacheTests {
         directory = try TemporaryDirectory("larder-vapor")
     }
 
-    func makeStorage() throws -> Larder.Storage<String, Data> {
-        try Larder.Storage<String, Data>(transformer: .data) { configuration in
+    func makeStorage() throws -> Larder.Storage<String, JSONValue> {
+        try Larder.Storage<String, JSONValue>(transformer: .jsonValue) { configuration in
             configuration.directory = directory.url
             configuration.now = clock.now
         }
     }
 
     /// Larder as the app's cache, with routes that read and write through `req.cache`.
-    func configure(_ app: Application, storage: Larder.Storage<String, Data>) {
+    func configure(_ app: Application, storage: Larder.Storage<String, JSONValue>) {
         app.caches.use(.larder(storage))
         app.get("cache", ":key") { req async throws -> Response in
             let key = try req.parameters.require("key")
@@ -57,7 +57,7 @@ struct LarderCacheTests {
     }
 
     func withLarderApp<T>(
-        storage: Larder.Storage<String, Data>? = nil, _ test: (Application, Larder.Storage<String, Data>) async throws -> T
+        storage: Larder.Storage<String, JSONValue>? = nil, _ test: (Application, Larder.Storage<String, JSONValue>) async throws -> T
     ) async throws -> T {
         let storage = try storage ?? makeStorage()
         return try await withApp(configure: { configure($0, storage: storage) }) { app async throws in
@@ -80,7 +80,7 @@ struct LarderCacheTests {
                 #expect(res.status == .ok)
                 #expect(res.body.string == "hello")
             }
-            #expect(try await storage.value(forKey: "greeting", tiers: .disk) == Data("\"hello\"".utf8))
+            #expect(try await storage.value(forKey: "greeting", tiers: .disk)?.json == Data("\"hello\"".utf8))
             // When a route deletes, Then it is a miss again everywhere.
             try await tester.test(.DELETE, "cache/greeting") { res async in #expect(res.status == .noContent) }
             try await tester.test(.GET, "cache/greeting") { res async in #expect(res.status == .notFound) }
@@ -213,6 +213,32 @@ struct LarderCacheTests {
             try await app.cache.set("k", to: Profile(name: "disk", visits: 1))
             storage.memory.removeAll()
             #expect(try await app.cache.get("k", as: Profile.self) == Profile(name: "disk", visits: 1))
+        }
+    }
+
+    /// An immutable class, so that a test can tell the stored object from a decoded copy.
+    final class Badge: Codable, Sendable {
+        let label: String
+        init(label: String) { self.label = label }
+    }
+
+    @Test func aMemoryHitAnswersTheStoredObjectWithoutDecoding() async throws {
+        try await withLarderApp { app, storage in
+            let cache = LarderCache(storage: storage, on: app.eventLoopGroup.any())
+            let badge = Badge(label: "gold")
+            try await cache.set("badge", to: badge)
+            // Given the value in memory, Then both API styles answer the object itself.
+            #expect(try await cache.get("badge", as: Badge.self) === badge)
+            #expect(try await cache.get("badge", as: Badge.self).get() === badge)
+            // A read as another type decodes the JSON; a wrong type still throws.
+            #expect(try await cache.get("badge", as: [String: String].self) == ["label": "gold"])
+            await #expect(throws: StorageError.self) { try await cache.get("badge", as: [Int].self).get() }
+            // Given memory emptied, Then the disk's JSON is decoded once and the copy promoted
+            // to memory answers later hits with that object.
+            storage.memory.removeAll()
+            let fromDisk = try #require(try await cache.get("badge", as: Badge.self))
+            #expect(fromDisk !== badge && fromDisk.label == "gold")
+            #expect(try await cache.get("badge", as: Badge.self).get() === fromDisk)
         }
     }
 
