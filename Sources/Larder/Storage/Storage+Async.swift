@@ -270,6 +270,10 @@ extension Storage where Value: Sendable {
             }
         }
         let cost = tiers.includesMemory ? memoryCost(of: value) : nil
+        // Nothing to copy (memory not named, no faster tier takes a copy): no turn to take.
+        if cost == nil, !self.tiers[..<position].contains(where: { faster in
+            tiers.contains(faster.tierID) && !(shared != nil && (!shared!.copiesHitsToLocalTiers || faster is any SharedCacheTier))
+        }) { return }
         let isCompressible = transformer.isCompressible(value)
         await turns.withTurnIfUnchanged(key, since: token) {
             // A write or removal in its network step holds (or has changed) the shared turn.
