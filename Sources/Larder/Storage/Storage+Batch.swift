@@ -38,29 +38,44 @@ extension Storage where Value: Sendable {
             return found
         }
         try checkNamesATier(tiers)
-        // Taken before any read, so that a write meanwhile keeps an older value out of memory.
-        let tokens = missing.mapValues { (turns.token(for: $0), sharedTurns.token(for: $0)) }
-        for (position, tier) in self.tiers.enumerated() where tiers.contains(tier.tierID) && !missing.isEmpty {
-            let read = try await batchRead(Array(missing.keys), from: tier)
-            counters.tier(tier.tierID).misses.add(missing.count - read.count, ordering: .relaxed)
-            for (cacheKey, entry) in read {
-                guard let key = missing[cacheKey], let keyTokens = tokens[cacheKey] else { continue }
-                guard let value = try? transformer.decode(entry.data) else {
-                    counters.decodingFailures.add(1, ordering: .relaxed)
-                    counters.tier(tier.tierID).misses.add(1, ordering: .relaxed)
-                    _ = try? await turns.withTurnIfUnchanged(key, since: keyTokens.0) {
-                        try await removeBytes(forKey: cacheKey, from: tier)
-                    }
+        // A hit is copied only into memory or a local byte tier; with neither named (a read of
+        // the remote alone) there is nothing to promote and no turn to check.
+        let promotes = tiers.includesMemory || localTiers.contains { tiers.contains($0.tierID) }
+        // Taken before any read, so that a write meanwhile keeps an older value out of memory
+        // and its bytes from being removed as undecodable.
+        var pending = missing.map { cacheKey, key in
+            (cacheKey: cacheKey, key: key, token: turns.token(for: key), sharedToken: promotes ? sharedTurns.token(for: key) : nil)
+        }
+        for (position, tier) in self.tiers.enumerated() where tiers.contains(tier.tierID) && !pending.isEmpty {
+            let tierCounters = counters.tier(tier.tierID)
+            let read = try await batchRead(pending.map(\.cacheKey), from: tier)
+            tierCounters.misses.add(pending.count - read.count, ordering: .relaxed)
+            guard !read.isEmpty else { continue }
+            var stillMissing = pending
+            stillMissing.removeAll(keepingCapacity: true)
+            for item in pending {
+                guard let entry = read[item.cacheKey] else {
+                    stillMissing.append(item)
                     continue
                 }
-                counters.tier(tier.tierID).hits.add(1, ordering: .relaxed)
-                try await promote(
-                    entry, value, forKey: key, from: position, tiers: tiers, token: keyTokens.0, sharedToken: keyTokens.1)
-                found[key] = value
-                missing[cacheKey] = nil
+                guard let value = try? transformer.decode(entry.data) else {
+                    counters.decodingFailures.add(1, ordering: .relaxed)
+                    tierCounters.misses.add(1, ordering: .relaxed)
+                    _ = try? await turns.withTurnIfUnchanged(item.key, since: item.token) {
+                        try await removeBytes(forKey: item.cacheKey, from: tier)
+                    }
+                    stillMissing.append(item)
+                    continue
+                }
+                tierCounters.hits.add(1, ordering: .relaxed)
+                if let sharedToken = item.sharedToken {
+                    try await promote(entry, value, forKey: item.key, from: position, tiers: tiers, token: item.token, sharedToken: sharedToken)
+                }
+                found[item.key] = value
             }
+            pending = stillMissing
         }
-        counters.misses.add(missing.count, ordering: .relaxed)
+        counters.misses.add(pending.count, ordering: .relaxed)
         return found
     }
 
