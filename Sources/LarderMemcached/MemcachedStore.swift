@@ -28,7 +28,7 @@ import Synchronization
 ///
 /// - Important: `keys(withPrefix:)` returns nothing and `removeAll()` does nothing: memcached
 ///   cannot list or clear one namespace. Remote values end by their TTL.
-public final class MemcachedStore: LeasingCacheTier {
+public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
     /// Settings of a ``MemcachedStore``.
     public struct Configuration: Sendable {
         /// The server's host name or address. Defaults to `127.0.0.1`.
@@ -124,6 +124,8 @@ public final class MemcachedStore: LeasingCacheTier {
         public var breakerOpens = 0
         /// Calls refused at once by the open breaker.
         public var breakerRejections = 0
+        /// Reads of many keys in one quiet batch (``MemcachedStore/entries(forKeys:)``).
+        public var batchReads = 0
 
         public init() {}
     }
@@ -214,7 +216,8 @@ public final class MemcachedStore: LeasingCacheTier {
     }
 
     /// The entries of `keys` that are present, read in one quiet batch (`mg … q` per key, then
-    /// `mn`) on one connection: misses cost no reply.
+    /// `mn`) on one connection: misses cost no reply. ``Larder/Storage``'s
+    /// `values(forKeys:tiers:)` reaches it for the keys its faster tiers miss.
     ///
     /// - Throws: ``Larder/StorageError`` (code `.io`) when the batch fails.
     public func entries(forKeys keys: [String]) async throws -> [String: TierEntry] {
@@ -222,6 +225,7 @@ public final class MemcachedStore: LeasingCacheTier {
         var commands = resolved.map { MetaCommand(.get, key: $0.key, flags: Self.quietGetFlags) }
         commands.append(MetaCommand(.noop))
         let responses: [MetaResponse]
+        counters.batchReads.add(1, ordering: .relaxed)
         do {
             responses = try await pool.sendBatch(commands)
         } catch {
@@ -427,7 +431,7 @@ public final class MemcachedStore: LeasingCacheTier {
 final class StoreCounters: Sendable {
     let hits = Atomic<Int>(0), misses = Atomic<Int>(0), writes = Atomic<Int>(0), errors = Atomic<Int>(0)
     let rejected = Atomic<Int>(0), oversized = Atomic<Int>(0), leaseWins = Atomic<Int>(0), leaseWaits = Atomic<Int>(0)
-    let staleServes = Atomic<Int>(0), rejectedFills = Atomic<Int>(0)
+    let staleServes = Atomic<Int>(0), rejectedFills = Atomic<Int>(0), batchReads = Atomic<Int>(0)
 
     func snapshot() -> MemcachedStore.Statistics {
         var statistics = MemcachedStore.Statistics()
@@ -441,6 +445,7 @@ final class StoreCounters: Sendable {
         statistics.leaseWaits = leaseWaits.load(ordering: .relaxed)
         statistics.staleServes = staleServes.load(ordering: .relaxed)
         statistics.rejectedFills = rejectedFills.load(ordering: .relaxed)
+        statistics.batchReads = batchReads.load(ordering: .relaxed)
         return statistics
     }
 }

@@ -280,6 +280,54 @@ struct StorageRemoteTests {
             for (_, store) in pairs { await store.close() }
         }
     }
+
+    @Test func valuesForKeysReadsTheMemoryMissesInOneRemoteBatchAndCopiesThemIntoMemory() async throws {
+        try await withChildProcesses { scope in
+            let server = try await MemcachedServer.start(in: scope)
+            let directory = try TemporaryDirectory()
+            let (a, storeA) = try Self.storage(port: server.port)
+            let (b, storeB) = try Self.storage(port: server.port, directory: directory.url)
+            let keys = (0..<40).map { "batch key \($0) ✓" }
+            for key in keys { try await a.setValue("value of \(key)", forKey: key, expiry: .seconds(60)) }
+            // B holds one key in memory already and one on its own disk; two keys exist nowhere.
+            #expect(try await b.value(forKey: keys[0]) == "value of \(keys[0])")
+            try await b.setValue("b's own", forKey: keys[1], tiers: [.disk])
+            let before = storeB.statistics
+            let found = try await b.values(forKeys: keys + ["absent 1", "absent 2", keys[5]])
+            #expect(found.count == 40)
+            #expect(found[keys[1]] == "b's own", "the disk answers before the remote")
+            for key in keys where key != keys[1] { #expect(found[key] == "value of \(key)") }
+            #expect(found["absent 1"] == nil && found["absent 2"] == nil)
+            let after = storeB.statistics
+            #expect(after.batchReads - before.batchReads == 1, "one quiet batch for every memory and disk miss")
+            #expect(after.hits - before.hits == 38)
+            #expect(after.misses - before.misses == 2)
+            // The remote hits were copied into B's memory: a second read asks the remote nothing.
+            #expect(try await b.values(forKeys: Array(keys[2...])).count == 38)
+            #expect(storeB.statistics.batchReads == after.batchReads)
+            #expect(try await b.entry(forKey: keys[7])?.tier == .memory)
+            await storeA.close()
+            await storeB.close()
+        }
+    }
+
+    @Test func valuesForKeysTreatsADeadRemoteAsMisses() async throws {
+        try await withChildProcesses { scope in
+            let server = try await MemcachedServer.start(in: scope)
+            let (a, storeA) = try Self.storage(port: server.port)
+            let (b, storeB) = try Self.storage(port: server.port, deadline: .seconds(1))
+            try await a.setValue("remote", forKey: "r", expiry: .seconds(60))
+            try await b.setValue("local", forKey: "l", expiry: .seconds(60))
+            await server.kill()
+            // No remote error reaches the caller: the memory hit stands, the remote key misses.
+            let found = try await b.values(forKeys: ["l", "r"])
+            #expect(found == ["l": "local"])
+            #expect(storeB.statistics.errors > 0)
+            #expect(b.statistics.tiers[.remote]?.errors ?? 0 > 0)
+            await storeA.close()
+            await storeB.close()
+        }
+    }
 }
 
 /// The synchronous API (a sync function picks the sync overloads).

@@ -270,12 +270,20 @@ extension Storage where Value: Sendable {
             }
         }
         let cost = tiers.includesMemory ? memoryCost(of: value) : nil
+        // A faster tier takes a copy when named, and, of a shared tier's value, only when the
+        // shared tier allows local copies and the faster tier is local.
+        func takesCopy(_ faster: any CacheTier) -> Bool {
+            guard tiers.contains(faster.tierID) else { return false }
+            guard let shared else { return true }
+            return shared.copiesHitsToLocalTiers && !(faster is any SharedCacheTier)
+        }
+        // Nothing to copy (memory not named, no faster tier takes a copy): no turn to take.
+        if cost == nil, !self.tiers[..<position].contains(where: takesCopy) { return }
         let isCompressible = transformer.isCompressible(value)
         await turns.withTurnIfUnchanged(key, since: token) {
             // A write or removal in its network step holds (or has changed) the shared turn.
             if hasSharedTiers, !sharedTurns.isUnchanged(key, since: sharedToken) { return }
-            for faster in self.tiers[..<position] where tiers.contains(faster.tierID) {
-                if shared != nil, !(shared!.copiesHitsToLocalTiers) || faster is any SharedCacheTier { continue }
+            for faster in self.tiers[..<position] where takesCopy(faster) {
                 do {
                     try await setBytes(found, expiry: expiry, isCompressible: isCompressible,
                                        forKey: key.cacheKey, in: faster)

@@ -268,6 +268,9 @@ final class MetaConnection: Sendable {
     private struct Submissions {
         var commands: [PendingCommand] = []
         var isScheduled = false
+        /// The array the last drain handed to the handler, emptied: swapped in at the next
+        /// drain so that the queue keeps its capacity instead of allocating per drain.
+        var spare: [PendingCommand] = []
     }
 
     let channel: any Channel
@@ -302,12 +305,20 @@ final class MetaConnection: Sendable {
 
     /// On the event loop: sends everything queued so far in one write.
     private func drain() {
-        let commands: [PendingCommand] = queue.withLock { queue in
+        var commands: [PendingCommand] = queue.withLock { queue in
             queue.isScheduled = false
-            defer { queue.commands = [] }
-            return queue.commands
+            var taken: [PendingCommand] = []
+            swap(&taken, &queue.spare)
+            swap(&taken, &queue.commands)
+            return taken
         }
         handler.value.submit(commands)
+        // Hand the emptied array back (the handler kept no reference to it).
+        commands.removeAll(keepingCapacity: true)
+        guard commands.capacity <= 1_024 else { return }
+        queue.withLock { queue in
+            if queue.spare.capacity == 0 { swap(&queue.spare, &commands) }
+        }
     }
 }
 

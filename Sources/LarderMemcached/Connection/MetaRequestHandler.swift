@@ -83,6 +83,9 @@ final class MetaRequestHandler: ChannelDuplexHandler {
     private var context: ChannelHandlerContext?
     /// Commands encoded since the last flush.
     private var outgoing: ByteBuffer?
+    /// The buffer of the last write: once the socket has taken it (usually within the flush)
+    /// the next commands reuse its storage instead of allocating a buffer per write.
+    private var spare: ByteBuffer?
     /// The write promises of those commands (rare: ``MetaConnection`` passes none).
     private var outgoingPromise: EventLoopPromise<Void>?
 
@@ -117,6 +120,11 @@ final class MetaRequestHandler: ChannelDuplexHandler {
             let promise = outgoingPromise
             outgoingPromise = nil
             context.write(wrapOutboundOut(buffer), promise: promise)
+            context.flush()
+            // After the flush the channel has usually written the bytes and let go of them;
+            // a large buffer (a 1 MiB value) is not kept.
+            if buffer.capacity <= 64 * 1_024 { spare = buffer }
+            return
         }
         context.flush()
     }
@@ -152,7 +160,7 @@ final class MetaRequestHandler: ChannelDuplexHandler {
         } else {
             opaque = given ?? nextOpaque
         }
-        if outgoing == nil { outgoing = context.channel.allocator.buffer(capacity: 1_024) }
+        if outgoing == nil { outgoing = takeSpare() ?? context.channel.allocator.buffer(capacity: 1_024) }
         do {
             // Encoding checks the key and flags before it writes a byte.
             try MetaCommandEncoder.encode(command, appendingOpaque: given == nil ? opaque : 0, into: &outgoing!)
@@ -167,6 +175,16 @@ final class MetaRequestHandler: ChannelDuplexHandler {
         pending.append(Waiter(
             opaque: opaque, isQuiet: command.isQuiet, isGet: isGet, deadline: pendingCommand.deadline, sink: pendingCommand.promise))
         if timer == nil { armTimer(context: context, at: pendingCommand.deadline) }
+    }
+
+    /// The last write's buffer, emptied: `clear()` keeps its storage when the channel no longer
+    /// holds it, and otherwise allocates a fresh one (never copying, never touching bytes still
+    /// queued for the socket).
+    private func takeSpare() -> ByteBuffer? {
+        guard var buffer = spare else { return nil }
+        spare = nil
+        buffer.clear()
+        return buffer
     }
 
     private func armTimer(context: ChannelHandlerContext, at deadline: NIODeadline) {

@@ -106,6 +106,8 @@ enum MetaReplyParser {
             valueLength = Int(size)
         }
         var flags: [MetaFlag] = []
+        // One allocation for the usual reply (Larder asks for at most 4 flags back).
+        if cursor < lineEnd { flags.reserveCapacity(4) }
         while let word = nextWord() {
             let code = bytes[word.lowerBound]
             guard (code >= 0x41 && code <= 0x5A) || (code >= 0x61 && code <= 0x7A) else {

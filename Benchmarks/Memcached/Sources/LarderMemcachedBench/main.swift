@@ -26,7 +26,9 @@ guard (3...4).contains(arguments.count), let port = Int(arguments[1]), let ops =
     exit(2)
 }
 let only = arguments.count == 4 ? arguments[3] : nil
-let store = try MemcachedStore(configuration: .init(port: port, namespace: "l:", deadline: .seconds(5)))
+// LARDER_BENCH_CONNECTIONS sets the store's connectionCount (default 2, the store's default).
+let connections = ProcessInfo.processInfo.environment["LARDER_BENCH_CONNECTIONS"].flatMap { Int($0) } ?? 2
+let store = try MemcachedStore(configuration: .init(port: port, namespace: "l:", connectionCount: connections, deadline: .seconds(5)))
 let storage = try Storage<String, Data>(configuration: .init(), additionalTiers: [store], transformer: .data)
 let keys = (0..<1_000).map { "key-\($0)" }
 let value = Data(repeating: UInt8(ascii: "v"), count: 100)
@@ -76,18 +78,31 @@ for inFlight in [1, 32] {
         try await store.setValue(value, forKey: keys[i % 1_000], expiry: .never, metadata: nil, isCompressible: false)
     }
 }
-// 32 keys per quiet batch (mg … q × 32, mn), like the baselines' multi-gets.
-if only == nil || "store\tget-batch\t32".contains(only!) {
-    let clock = ContinuousClock()
-    var fetched = 0
-    let elapsed = try await clock.measure {
-        for start in stride(from: 0, to: ops, by: 32) {
-            fetched += try await store.entries(forKeys: (start..<(start + 32)).map { keys[$0 % 1_000] }).count
+// 32 keys per quiet batch (mg … q × 32, mn), like the baselines' multi-gets: one batch in flight
+// at a time, from a task on Swift's global executor (not from top-level code, which runs on the
+// main actor and would add two hops per batch), through the store (`entries(forKeys:)`), through
+// Storage (`values(forKeys:)`, local tiers bypassed), and through the store from a task on the
+// store's event loop.
+typealias BatchRead = @Sendable ([String]) async throws -> Int
+let batches: [(String, (any TaskExecutor)?, BatchRead)] = [
+    ("store\tget-batch", nil, { try await store.entries(forKeys: $0).count }),
+    ("storage\tget-batch", nil, { try await storage.values(forKeys: $0, tiers: .remote).count }),
+    ("store-on-loop\tget-batch", store.taskExecutor, { try await store.entries(forKeys: $0).count }),
+]
+for (name, executor, read) in batches {
+    if let only, !"\(name)\t32".contains(only) { continue }
+    let (fetched, seconds) = try await Task(executorPreference: executor) {
+        let clock = ContinuousClock()
+        var fetched = 0
+        let elapsed = try await clock.measure {
+            for start in stride(from: 0, to: ops, by: 32) {
+                fetched += try await read((start..<(start + 32)).map { keys[$0 % 1_000] })
+            }
         }
-    }
+        return (fetched, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+    }.value
     guard fetched >= ops else { fatalError("batch misses") }
-    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-    print("\(rowPrefix)store\tget-batch\t32\t\(Int(Double(fetched) / seconds))")
+    print("\(rowPrefix)\(name)\t32\t\(Int(Double(fetched) / seconds))")
 }
 
 // A memory hit of a remote-derived value against a memory hit of a local write, both through
