@@ -12,21 +12,29 @@ extension DiskStore {
     /// - Complexity: One lookup of the key index, plus one file read for a value stored in a
     ///   file, and a checksum of the bytes.
     public func value(forKey key: String) throws -> Data? {
-        try dataWithEntryLocation(forKey: key)?.data
+        try foundValue(forKey: key)?.data
     }
 
     /// The value for `key` together with its expiration date.
     ///
     /// - Returns: `nil` on a miss, like ``value(forKey:)``.
     public func entry(forKey key: String) throws -> TierEntry? {
-        try dataWithEntryLocation(forKey: key).map {
-            TierEntry(
-                data: $0.data, expirationDate: $0.location.expires.map(Date.init(milliseconds:)),
-                metadata: $0.location.metadata, slidingInterval: $0.location.sliding.map { Double($0) / 1_000 })
-        }
+        guard let found = try foundValue(forKey: key) else { return nil }
+        return TierEntry(
+            data: found.data, expirationDate: found.expires.map(Date.init(milliseconds:)),
+            metadata: found.metadata, slidingInterval: found.sliding.map { Double($0) / 1_000 })
     }
 
-    func dataWithEntryLocation(forKey key: String) throws -> (data: Data, location: DiskIndex.Location)? {
+    /// What a hit returns: the checked bytes and the row's lifetime and metadata, without the
+    /// rest of its location (whose copies, five references, showed in the read's profile).
+    struct FoundValue {
+        var data: Data
+        var expires: Int64?
+        var metadata: Data?
+        var sliding: Int64?
+    }
+
+    func foundValue(forKey key: String) throws -> FoundValue? {
         // A concurrent overwrite can replace the file between the lookup and the read; the
         // row check in `drop` notices and the read is tried again with the new row.
         for _ in 0..<3 {
@@ -39,11 +47,12 @@ extension DiskStore {
                 if let expires = location.expires, expires <= now { return (.expired(location), .miss) }
                 guard let data = try decode(location, key: key) else { return (.damaged(location), .none) }
                 let access = DiskIndex.Access(rowID: location.rowID, time: now)
-                guard let renewed = location.renewedExpiry(at: now) else { return (.found(data, location), .hit(access)) }
+                var found = FoundValue(
+                    data: data, expires: location.expires, metadata: location.metadata, sliding: location.sliding)
+                guard let renewed = location.renewedExpiry(at: now) else { return (.found(found), .hit(access)) }
                 // A sliding lifetime: renewed now for this caller, written with the ranking.
-                var renewedLocation = location
-                renewedLocation.expires = renewed
-                return (.found(data, renewedLocation), .slidingHit(access, expires: renewed))
+                found.expires = renewed
+                return (.found(found), .slidingHit(access, expires: renewed))
             }
             switch lookup {
             case .missing:
@@ -56,8 +65,8 @@ extension DiskStore {
                 }
                 try removeExpiredEntry(key: key, location: location)
                 return nil
-            case .found(let data, let location):
-                return (data, location)
+            case .found(let found):
+                return found
             case .damaged(let location):
                 if try drop(key: key, location: location) {
                     countMiss()
@@ -69,12 +78,12 @@ extension DiskStore {
         return nil
     }
 
-    /// What one lookup of ``dataWithEntryLocation(forKey:)`` found.
+    /// What one lookup of ``foundValue(forKey:)`` found.
     private enum Lookup {
         case missing
         case expired(DiskIndex.Location)
         case damaged(DiskIndex.Location)
-        case found(Data, DiskIndex.Location)
+        case found(FoundValue)
     }
 
     /// The checksum a schema-2 row stores: CRC-32C of the key's UTF-8 bytes, continued over

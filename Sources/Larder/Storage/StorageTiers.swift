@@ -9,14 +9,18 @@
 /// try storage.value(forKey: url, tiers: [.memory, .disk])       // the local tiers only
 /// ```
 public struct StorageTiers: Hashable, Sendable, ExpressibleByArrayLiteral, CustomStringConvertible {
-    /// `nil` means every tier.
-    @usableFromInline let members: Set<StorageTier>?
-    /// Precomputed, so the memory hit path tests a Boolean instead of hashing a name.
+    /// The tiers, sorted by name without repeats (so equal sets are equal arrays); `nil` means
+    /// every tier. A call names a handful, so a scan comparing short names costs less than
+    /// hashing one, which every read below memory did once per tier.
+    @usableFromInline let members: [StorageTier]?
+    /// Precomputed, so the memory hit path tests a Boolean instead of comparing names.
     @usableFromInline let includesMemory: Bool
 
     /// The tiers in `tiers`.
     public init(_ tiers: some Sequence<StorageTier>) {
-        let members = Set(tiers)
+        var members: [StorageTier] = []
+        for tier in tiers where !members.contains(tier) { members.append(tier) }
+        members.sort { $0.name < $1.name }
         self.members = members
         self.includesMemory = members.contains(.memory)
     }
