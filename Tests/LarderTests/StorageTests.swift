@@ -183,6 +183,38 @@ struct StorageTests {
         #expect(storage.statistics.decodingFailures == 1)
     }
 
+    @Test func aReadOfOneTierDropsBytesThatDoNotDecodeUnlessTheKeyWasWrittenMeanwhile() throws {
+        // A read naming the disk alone has nothing to promote, so it takes no token before
+        // reading: the drop checks the bytes again instead.
+        struct Refusal: Error {}
+        let written = Locked<Storage<String, String>?>(nil)
+        let transformer = Transformer<String>(
+            encode: { Data($0.utf8) },
+            decode: { data in
+                let text = String(decoding: data, as: UTF8.self)
+                if text == "rewrite me" {
+                    // A write of the key lands while this read decodes.
+                    try written.withLock { $0 }?.setValue("fresh", forKey: "rewritten", tiers: .disk)
+                }
+                if text == "bad" || text == "rewrite me" { throw Refusal() }
+                return text
+            })
+        let storage = try makeStorage(transformer)
+        written.withLock { $0 = storage }
+        try storage.disk?.setValue(Data("bad".utf8), forKey: "bad")
+        try storage.disk?.setValue(Data("rewrite me".utf8), forKey: "rewritten")
+
+        // Given undecodable bytes, When read from the disk alone, Then a miss that removes them.
+        #expect(try storage.value(forKey: "bad", tiers: .disk) == nil)
+        #expect(try storage.disk?.containsValue(forKey: "bad") == false)
+        // Given a write while the read decodes, Then the read is a miss and the new value stays.
+        #expect(try storage.value(forKey: "rewritten", tiers: .disk) == nil)
+        #expect(try storage.disk?.value(forKey: "rewritten") == Data("fresh".utf8))
+        #expect(try storage.value(forKey: "rewritten", tiers: .disk) == "fresh")
+        #expect(storage.statistics.decodingFailures == 2)
+        written.withLock { $0 = nil }
+    }
+
     @Test func stringTransformerRejectsInvalidUTF8() throws {
         let storage = try makeStorage(.string)
         try storage.disk?.setValue(Data([0xFF, 0xFE, 0x00]), forKey: "bad")

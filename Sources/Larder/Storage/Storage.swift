@@ -183,7 +183,9 @@ public final class Storage<Key: CacheKey, Value> {
     func entryBelowMemory(forKey key: Key, tiers: StorageTiers) throws -> Entry? {
         // Only a call that names no local tier (nor memory) pays the full check of its names.
         if !tiers.includesMemory, !localTiers.contains(where: { tiers.contains($0.tierID) }) { try checkNamesATier(tiers) }
-        let token = turns.token(for: key)
+        // A hit is copied into memory or a faster local tier; a read that can do neither (one
+        // local tier, memory not named) takes no token, and checks a drop another way.
+        let token = tiers.includesMemory || localTiers.count > 1 ? turns.token(for: key) : nil
         let cacheKey = key.cacheKey
         for (position, tier) in localTiers.enumerated() where tiers.contains(tier.tierID) {
             let tierCounters = localTierCounters[position]
@@ -193,7 +195,7 @@ public final class Storage<Key: CacheKey, Value> {
             }
             guard let value = decodeOrDrop(found, forKey: key, from: tier, token: token) else { continue }
             tierCounters.hits.add(1, ordering: .relaxed)
-            if tiers.includesMemory || localTiers[..<position].contains(where: { tiers.contains($0.tierID) }) {
+            if let token, tiers.includesMemory || localTiers[..<position].contains(where: { tiers.contains($0.tierID) }) {
                 let cost = tiers.includesMemory ? memoryCost(of: value) : nil
                 turns.withTurnIfUnchanged(key, since: token) {
                     promote(found, value: value, cost: cost, forKey: key, above: position, tiers: tiers)
@@ -207,15 +209,24 @@ public final class Storage<Key: CacheKey, Value> {
 
     /// Decodes bytes a tier returned; bytes that do not decode are removed from that tier
     /// (unless the key was written meanwhile) and read as a miss.
+    ///
+    /// - Parameter token: Taken before the read; `nil` when the read took none, and then the
+    ///   bytes are removed only if a second read, after a fresh token, finds them unchanged.
     private func decodeOrDrop(
-        _ found: TierEntry, forKey key: Key, from tier: any LocalCacheTier, token: KeyTurns<Key>.Token
+        _ found: TierEntry, forKey key: Key, from tier: any LocalCacheTier, token: KeyTurns<Key>.Token?
     ) -> Value? {
         do {
             return try transformer.decode(found.data)
         } catch {
             counters.decodingFailures.add(1, ordering: .relaxed)
             counters.tier(tier.tierID).misses.add(1, ordering: .relaxed)
-            _ = try? turns.withTurnIfUnchanged(key, since: token) { try tier.removeValue(forKey: key.cacheKey) }
+            let cacheKey = key.cacheKey
+            var since = token
+            if since == nil {
+                let fresh = turns.token(for: key)
+                if let again = try? tier.entry(forKey: cacheKey), again.data == found.data { since = fresh }
+            }
+            if let since { _ = try? turns.withTurnIfUnchanged(key, since: since) { try tier.removeValue(forKey: cacheKey) } }
             return nil
         }
     }
