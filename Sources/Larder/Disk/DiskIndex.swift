@@ -7,7 +7,8 @@ import Foundation
 /// behind a lock; reads go through ``DiskIndexReader``s of their own. Every statement is
 /// prepared once and reused; no SQL is ever built from keys or values.
 ///
-/// Schema 2 (this version):
+/// Schema 4 (this version; schema 3 added `sliding` and `totals.charge`, schema 4 S3-FIFO's
+/// queue, counter, small-queue totals and ghost: see `upgrade3To4`). Schema 2:
 /// - `entries`: one row per entry (key, blob file or inline data, sizes, encoding, checksum,
 ///   dates, metadata). A read changes nothing in it.
 /// - `access (entry, seq, accessed)`: the recency of each entry apart from its row, so that
