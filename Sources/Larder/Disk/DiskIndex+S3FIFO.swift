@@ -137,21 +137,26 @@ extension DiskIndex {
     /// `accessed` (the last-used time of ``DiskStore/trim(toDate:by:)``) keeps the latest read.
     func recordFrequencies(_ accesses: [Access]) throws {
         guard !accesses.isEmpty else { return }
-        var reads: [Int64: (count: Int64, time: Int64)] = [:]
-        reads.reserveCapacity(accesses.count)
-        for access in accesses {
-            reads[access.rowID, default: (0, access.time)].count += 1
-            reads[access.rowID]!.time = max(reads[access.rowID]!.time, access.time)
-        }
+        // Sorted by row id, the reads of one row are a run: no hashing, and the updates walk
+        // the table's pages in order.
+        let sorted = accesses.sorted { $0.rowID < $1.rowID }
         let update = try connection.statement(
             "UPDATE access SET freq = min(3, freq + ?2), accessed = max(accessed, ?3) WHERE entry = ?1")
-        for (rowID, read) in reads.sorted(by: { $0.key < $1.key }) {
+        var start = 0
+        while start < sorted.count {
+            let rowID = sorted[start].rowID
+            var end = start + 1, time = sorted[start].time
+            while end < sorted.count, sorted[end].rowID == rowID {
+                time = max(time, sorted[end].time)
+                end += 1
+            }
             try update.withReset { statement in
                 try statement.bind(rowID, at: 1)
-                try statement.bind(read.count, at: 2)
-                try statement.bind(read.time, at: 3)
+                try statement.bind(Int64(end - start), at: 2)
+                try statement.bind(time, at: 3)
                 try statement.step()
             }
+            start = end
         }
     }
 
