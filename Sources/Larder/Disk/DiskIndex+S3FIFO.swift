@@ -229,8 +229,14 @@ extension DiskIndex {
         }
         var sequence = try maxSequence()
         let start = sequence
-        defer { if sequence != start { try? setMaxSequence(sequence) } }
+        let victim = try s3fifoVictim(context, excluding: excludedKey, sequence: &sequence)
+        if sequence != start { try setMaxSequence(sequence) }
+        return victim
+    }
 
+    private func s3fifoVictim(
+        _ context: S3FIFOContext, excluding excludedKey: String?, sequence: inout Int64
+    ) throws -> QueuedVictim? {
         let all = try totals()
         let small = try smallTotals()
         let main = Measure(count: all.count, size: all.size, charge: all.charge) - small - context.pending
@@ -326,7 +332,8 @@ extension DiskIndex {
 
     /// Remembers `digest` (of a key evicted from the small queue) at the ghost's front, first
     /// dropping its oldest digests until it fits `limit` (count and charge). A digest larger
-    /// than the limit alone is not kept.
+    /// than the limit alone is not kept. The callers' limit is ⌊90%⌋ of each store limit and
+    /// at most as many digests as the store has entries (a ghost row is not charged).
     func addGhost(_ digest: Int64, charge: Int, limit: Measure) throws {
         guard charge <= limit.charge, limit.count > 0 else { return }
         var ghost = try ghostTotals()

@@ -143,12 +143,15 @@ extension DiskStore {
                 let deleted = try index.delete(rowID: victim.row.rowID)
                 guard deleted.existed else { break }
                 if let file = deleted.file { obsolete.append(file) }
+                totals = try index.totals()
                 if victim.queue == .small {
-                    try index.addGhost(DiskIndex.ghostDigest(victim.row.key), charge: victim.charge, limit: s3fifo.shares.ghost)
+                    // No more digests than entries either: the ghost's rows are not charged.
+                    var limit = s3fifo.shares.ghost
+                    limit.count = min(limit.count, totals.count)
+                    try index.addGhost(DiskIndex.ghostDigest(victim.row.key), charge: victim.charge, limit: limit)
                 }
                 state.statistics.evictions += 1
                 state.recordRemoval(victim.row.key, .evicted)
-                totals = try index.totals()
                 continue
             }
             let candidates = try index.leastRecentlyUsed(limit: batchSize, excluding: key)

@@ -160,7 +160,7 @@ struct ReferenceDiskS3FIFO {
         while isOver(self) {
             guard let (victim, fromSmall) = victim(keeping: key) else { return }
             evictions += 1
-            if fromSmall { remember(victim) }
+            if fromSmall { remember(victim, entries: all.count + (pending == nil ? 0 : 1)) }
         }
     }
 
@@ -193,9 +193,11 @@ struct ReferenceDiskS3FIFO {
         return nil
     }
 
-    private mutating func remember(_ item: Item) {
+    /// Remembers an entry evicted from small: at most 90% of each limit, and no more keys than
+    /// `entries` (the rows left).
+    private mutating func remember(_ item: Item, entries: Int) {
         let chargeLimit = Self.chargeLimit(sizeLimit)
-        let limit = (count: Self.share(countLimit, 0.9), charge: Self.share(chargeLimit, 0.9))
+        let limit = (count: min(Self.share(countLimit, 0.9), entries), charge: Self.share(chargeLimit, 0.9))
         guard item.charge <= limit.charge, limit.count > 0 else { return }
         while !ghost.isEmpty,
               ghost.count + 1 > limit.count || ghost.reduce(0, { $0 + $1.charge }) + item.charge > limit.charge {
