@@ -260,6 +260,25 @@ struct DiskStoreS3FIFOTests {
         #expect(try store.value(forKey: "session") == nil)
     }
 
+    @Test func trimByAgeSeesReadsRecordedAsCounters() throws {
+        // Given two entries written at t0, and one of them read 10 seconds later
+        let store = try makeStore()
+        defer { store.close() }
+        try store.setValue(Data([1]), forKey: "read")
+        try store.setValue(Data([2]), forKey: "unread")
+        let cutoff = clock.peek.addingTimeInterval(5)
+        clock.advance(by: 10)
+        #expect(try store.value(forKey: "read") == Data([1]))
+        // When entries last used before t0 + 5 s are trimmed
+        let removed = try store.trim(toDate: cutoff, by: .lastUsed)
+        // Then only the unread one goes: the read's time reached the access row with its counter
+        #expect(removed == 1)
+        #expect(try store.keys() == ["read"])
+        // And by write time, the read one goes too
+        #expect(try store.trim(toDate: cutoff, by: .written) == 1)
+        #expect(try store.keys().isEmpty)
+    }
+
     @Test func aMemoryOnlyPolicyIsRejected() throws {
         #expect(throws: StorageError.self) { try makeStore { $0.policy = .wTinyLFU } }
     }
