@@ -9,6 +9,7 @@
 //         seed [1]  durability=fast|durable [fast]  prefix [key]  keys [40]  iterations [∞]
 //         countLimit [∞]  removeEvery (every n-th operation is a remove) [never]
 //         maxSize (largest payload) [12000]  close=0|1 (close the store at the end) [1]
+//         policy=lru|s3fifo (the eviction policy) [lru]
 //
 //   LarderCrashHelper full-disk <directory> <fileSizeLimit>
 //       Sets RLIMIT_FSIZE (SIGXFSZ ignored, so write(2) fails with EFBIG, as on a full disk),
@@ -157,6 +158,7 @@ func runWriter() {
     configuration.inlineThreshold = 2_048
     configuration.compression = .gzip(level: 1)
     configuration.countLimit = number("countLimit", .max)
+    configuration.policy = options["policy"] == "s3fifo" ? .s3fifo : .lru
     configuration.logHandler = nil
 
     let store: DiskStore

@@ -102,6 +102,36 @@ func runDiskCases(_ arguments: Arguments, root: URL) throws {
     }
 }
 
+/// The disk get-hit of 100 B values under `.s3fifo` against `.lru` (#18): for each policy a
+/// fresh store (1 GiB limit, no eviction) gets `n` sets, then `n` hits in the scattered order of
+/// the workload. Reported as the case `disk.get-hit(100B, s3fifo)`, contenders `larder` (the
+/// `.s3fifo` store) and `disk-lru`.
+func runDiskPolicyCase(_ arguments: Arguments, root: URL) throws {
+    let n = arguments.int("n100", default: 1000)
+    let base = Workload.randomBytes(100)
+    let keys = (0..<n).map { Workload.key("k", "100B", $0) }
+    let values = (0..<n).map { Workload.value(base: base, index: $0) }
+    let order = (0..<n).map { keys[Workload.readIndex($0, n)] }
+    for (name, policy) in [("disk-lru", EvictionPolicy.lru), ("larder", .s3fifo)] {
+        let directory = root.appendingPathComponent("policy-\(name)")
+        try? FileManager.default.removeItem(at: directory)
+        let store = try DiskStore(directory: directory) {
+            $0.sizeLimit = 1 << 30
+            $0.policy = policy
+        }
+        for i in 0..<n { try store.setValue(values[i], forKey: keys[i]) }
+        let seconds = try measure {
+            for key in order {
+                guard let value = try store.value(forKey: key), value.count == 100 else { fail("\(name): miss for \(key)") }
+                consume(value)
+            }
+        }
+        report("disk.get-hit(100B, s3fifo)", name, ops: n, seconds: seconds)
+        store.close()
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
 /// Reads on two threads at once against one thread, on the same store and keys: `n` gets on
 /// one thread, then `n` gets on each of two threads (scattered orders offset from each other).
 /// Reported as the case `disk.get-hit(<size>, 2 threads)`, contenders `larder` (both threads'

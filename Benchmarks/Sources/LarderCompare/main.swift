@@ -32,7 +32,10 @@ do {
         runMemoryPeerCases(workload)
     }
     if cases.contains("codec") { try runCodecCases(arguments) }
-    if cases.contains("disk") { try runDiskCases(arguments, root: root) }
+    if cases.contains("disk") {
+        try runDiskCases(arguments, root: root)
+        try runDiskPolicyCase(arguments, root: root)
+    }
     if cases.contains("open"), let openRoot = arguments.values["opendir"] {
         try runOpenCases(root: URL(fileURLWithPath: openRoot), repeats: arguments.int("openrepeats", default: 5))
     }

@@ -7,7 +7,8 @@ import Foundation
 /// behind a lock; reads go through ``DiskIndexReader``s of their own. Every statement is
 /// prepared once and reused; no SQL is ever built from keys or values.
 ///
-/// Schema 2 (this version):
+/// Schema 4 (this version; schema 3 added `sliding` and `totals.charge`, schema 4 S3-FIFO's
+/// queue, counter, small-queue totals and ghost: see `upgrade3To4`). Schema 2:
 /// - `entries`: one row per entry (key, blob file or inline data, sizes, encoding, checksum,
 ///   dates, metadata). A read changes nothing in it.
 /// - `access (entry, seq, accessed)`: the recency of each entry apart from its row, so that
@@ -25,7 +26,7 @@ import Foundation
 ///   (zlib) of the stored bytes alone, as schema 1 wrote it (the row's `hash` must then match
 ///   the key's digest).
 final class DiskIndex {
-    static let schemaVersion: Int64 = 3
+    static let schemaVersion: Int64 = 4
 
     /// A row as the read path needs it.
     struct Location {
@@ -109,6 +110,13 @@ final class DiskIndex {
     /// rolls back after evicting some loses none.
     private var candidates: [(rowID: Int64, sequence: Int64)] = []
     private var candidateStart = 0
+    /// S3-FIFO's candidates per queue (``Queue``), kept as `candidates` is: the oldest rows of
+    /// each queue found by the last scan, dropped only once found changed or gone.
+    var queueCandidates: [[(rowID: Int64, sequence: Int64)]] = [[], []]
+    var queueCandidateStarts = [0, 0]
+    /// Whether S3-FIFO has evicted from this index (libCacheSim's `has_evicted`), once read
+    /// from or written to `meta`.
+    var hasS3FIFOEvicted: Bool?
     /// Candidates one scan of `access` keeps.
     static let candidateCount = 256
 
@@ -298,6 +306,45 @@ final class DiskIndex {
         PRAGMA user_version = 3;
         """
 
+    /// Schema 3 → 4: S3-FIFO's state (``DiskStore/Configuration/policy``). Each access row
+    /// gets its queue (`0` main, also every row an LRU store ranks; `1` small) and a read
+    /// counter (0...3); the totals row keeps the small queue's count, size and charge (kept by
+    /// triggers on deletes and resizes, and by the S3-FIFO code on moves) and the ghost's count
+    /// and charge; `ghost` holds the digests of keys recently evicted from the small queue, in
+    /// FIFO order by `seq`. Every existing row starts in main with counter 0, in its LRU order.
+    private static let upgrade3To4 = """
+        ALTER TABLE access ADD COLUMN queue INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE access ADD COLUMN freq INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE totals ADD COLUMN small_count INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE totals ADD COLUMN small_size INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE totals ADD COLUMN small_charge INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE totals ADD COLUMN ghost_count INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE totals ADD COLUMN ghost_charge INTEGER NOT NULL DEFAULT 0;
+        CREATE TABLE ghost (digest INTEGER PRIMARY KEY, seq INTEGER NOT NULL, charge INTEGER NOT NULL);
+        CREATE INDEX ghost_by_seq ON ghost (seq);
+        CREATE TRIGGER ghost_insert AFTER INSERT ON ghost BEGIN
+            UPDATE totals SET ghost_count = ghost_count + 1, ghost_charge = ghost_charge + NEW.charge WHERE id = 0;
+        END;
+        CREATE TRIGGER ghost_delete AFTER DELETE ON ghost BEGIN
+            UPDATE totals SET ghost_count = ghost_count - 1, ghost_charge = ghost_charge - OLD.charge WHERE id = 0;
+        END;
+        DROP TRIGGER entries_forget_access;
+        CREATE TRIGGER entries_forget_access AFTER DELETE ON entries BEGIN
+            UPDATE totals SET small_count = small_count - 1, small_size = small_size - OLD.size,
+                small_charge = small_charge - \(charge("OLD"))
+            WHERE id = 0 AND (SELECT queue FROM access WHERE entry = OLD.rowid) = 1;
+            DELETE FROM access WHERE entry = OLD.rowid;
+        END;
+        CREATE TRIGGER entries_resize_small AFTER UPDATE OF size, file, key, metadata ON entries
+        WHEN (NEW.size <> OLD.size OR NEW.file IS NOT OLD.file OR NEW.key <> OLD.key OR NEW.metadata IS NOT OLD.metadata)
+            AND (SELECT queue FROM access WHERE entry = NEW.rowid) = 1 BEGIN
+            UPDATE totals SET small_size = small_size + NEW.size - OLD.size,
+                small_charge = small_charge + \(charge("NEW")) - \(charge("OLD"))
+            WHERE id = 0;
+        END;
+        PRAGMA user_version = 4;
+        """
+
     /// What a row costs on disk, as `sizeLimit` counts it (schema 3's `totals.charge`): a value
     /// in a blob file takes whole 4 KiB blocks, plus a block for its shard directory; bytes in
     /// the index (an inline value, the key, the metadata) count twice, for the key index, the
@@ -366,6 +413,10 @@ final class DiskIndex {
             }
             if current == 2 {
                 try connection.execute(upgrade2To3)
+                current = 3
+            }
+            if current == 3 {
+                try connection.execute(upgrade3To4)
             }
         }
     }
@@ -383,6 +434,7 @@ final class DiskIndex {
                 size = (SELECT coalesce(sum(size), 0) FROM entries),
                 charge = (SELECT coalesce(sum(\(Self.charge("e"))), 0) FROM entries AS e) WHERE id = 0
             """)
+        try recountQueueTotals()
     }
 
     func meta(_ name: String) throws -> Int64? {
@@ -423,6 +475,18 @@ final class DiskIndex {
 
     /// Inserts or replaces the row for `row.key` and ranks it most recent with `sequence`.
     func write(_ row: Row, sequence: Int64) throws {
+        let rowID = try writeRow(row)
+        try upsertAccess.withReset { statement in
+            try statement.bind(rowID, at: 1)
+            try statement.bind(sequence, at: 2)
+            try statement.bind(row.created, at: 3)
+            try statement.step()
+        }
+    }
+
+    /// Inserts or replaces the row for `row.key` (its access row untouched); returns its row id.
+    @inline(__always)
+    func writeRow(_ row: Row) throws -> Int64 {
         // No `RETURNING rowid`: SQLite collects returned rows in an ephemeral table, which cost
         // about 19k instructions per write. An insert sets the last insert row id (reset to 0
         // first: automatic row ids start at 1); an update of an existing row leaves it at 0, and
@@ -452,10 +516,13 @@ final class DiskIndex {
                 return statement.int64(0)
             }
         }
-        try upsertAccess.withReset { statement in
-            try statement.bind(rowID, at: 1)
-            try statement.bind(sequence, at: 2)
-            try statement.bind(row.created, at: 3)
+        return rowID
+    }
+
+    /// Sets the high-water mark of recency numbers (call inside a transaction).
+    func setMaxSequence(_ sequence: Int64) throws {
+        try updateSequence.withReset { statement in
+            try statement.bind(sequence, at: 1)
             try statement.step()
         }
     }

@@ -48,6 +48,15 @@ extension DiskStore {
         /// or below `(1 - overflowTrimRatio) × limit`. Must be in `0..<1`; 0 removes just
         /// enough. Defaults to 0.2.
         public var overflowTrimRatio: Double
+        /// Which entries go when a limit is exceeded: ``EvictionPolicy/lru`` (the least recently
+        /// used) or ``EvictionPolicy/s3fifo`` (S3-FIFO with queues sized in the limits' own
+        /// measures: 10% of each limit for the small queue, a ghost of 90% holding no more key
+        /// digests than there are entries; a read only bumps a counter). Expired entries always
+        /// go first, and the limits and
+        /// ``overflowTrimRatio`` mean the same under both. A store's policy may change from one
+        /// opening to the next (see ``DiskStore`` for how the order carries over). Defaults to
+        /// ``EvictionPolicy/lru``; ``EvictionPolicy/wTinyLFU`` is memory-only.
+        public var policy: EvictionPolicy
         /// The digest that names blob files. Defaults to ``KeyHashing/sha1``.
         public var keyHashing: KeyHashing
         /// Compression of stored values. Defaults to ``Compression/none``.
@@ -74,6 +83,7 @@ extension DiskStore {
             sizeLimit: Int = 256 * 1024 * 1024,
             countLimit: Int = .max,
             overflowTrimRatio: Double = 0.2,
+            policy: EvictionPolicy = .lru,
             keyHashing: KeyHashing = .sha1,
             compression: Compression = .none,
             inlineThreshold: Int = 16 * 1024,
@@ -88,6 +98,7 @@ extension DiskStore {
             self.sizeLimit = sizeLimit
             self.countLimit = countLimit
             self.overflowTrimRatio = overflowTrimRatio
+            self.policy = policy
             self.keyHashing = keyHashing
             self.compression = compression
             self.inlineThreshold = inlineThreshold
@@ -110,6 +121,9 @@ extension DiskStore {
             guard countLimit >= 0 else { throw invalid("countLimit", countLimit, "must not be negative") }
             guard overflowTrimRatio >= 0, overflowTrimRatio < 1 else {
                 throw invalid("overflowTrimRatio", overflowTrimRatio, "must be in 0..<1")
+            }
+            guard policy == .lru || policy == .s3fifo else {
+                throw invalid("policy", policy, "a DiskStore evicts by .lru or .s3fifo")
             }
             if case .gzip(let level) = compression, !(-1...9).contains(level) {
                 throw invalid("compression", "gzip(level: \(level))", "level must be in -1...9")

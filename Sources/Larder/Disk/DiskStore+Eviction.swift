@@ -42,13 +42,16 @@ extension DiskStore {
         let removed: [String] = try withLiveIndex { state, index in
             return try index.connection.transaction {
                 try flushAccesses(index: index)
-                return try Self.shrink(&state, index: index, now: now, toCount: count, toSize: size, keeping: nil)
+                return try Self.shrink(
+                    &state, index: index, now: now, toCount: count, toSize: size, keeping: nil, s3fifo: s3fifoContext())
             }
         }
         for name in removed { files.remove(name: name) }
     }
 
-    func evictIfNeeded(_ state: inout State, index: DiskIndex, now: Int64, keeping key: String) throws -> [String] {
+    func evictIfNeeded(
+        _ state: inout State, index: DiskIndex, now: Int64, keeping key: String, pending: DiskIndex.Measure = .init()
+    ) throws -> [String] {
         let countLimit = self.countLimit, sizeLimit = self.sizeLimit
         let chargeLimit = Self.chargeLimit(forSizeLimit: sizeLimit)
         let totals = try index.totals()
@@ -59,7 +62,7 @@ extension DiskStore {
         let targetCharge = totals.charge > chargeLimit ? trimTarget(limit: chargeLimit, ratio: ratio) : chargeLimit
         return try Self.shrink(
             &state, index: index, now: now, toCount: targetCount, toSize: targetSize, toCharge: targetCharge,
-            keeping: key)
+            keeping: key, s3fifo: s3fifoContext(pending: pending))
     }
 
     /// The most the rows may cost (``DiskIndex/charge(_:)``) under `sizeLimit`: the limit less
@@ -108,7 +111,7 @@ extension DiskStore {
                 try flushAccesses(index: index)
                 return try Self.shrink(
                     &state, index: index, now: now, toCount: count, toSize: size,
-                    toCharge: Self.chargeLimit(forSizeLimit: size), keeping: nil)
+                    toCharge: Self.chargeLimit(forSizeLimit: size), keeping: nil, s3fifo: s3fifoContext())
             }
             // A lowered limit also bounds the log at once (readers may keep part of it alive).
             if sizeLimit != nil { try? index.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
@@ -121,7 +124,7 @@ extension DiskStore {
     /// their targets; returns the blob files to delete after the transaction commits.
     static func shrink(
         _ state: inout State, index: DiskIndex, now: Int64, toCount targetCount: Int, toSize targetSize: Int,
-        toCharge targetCharge: Int = .max, keeping key: String?
+        toCharge targetCharge: Int = .max, keeping key: String?, s3fifo: DiskIndex.S3FIFOContext? = nil
     ) throws -> [String] {
         var totals = try index.totals()
         var obsolete: [String] = []
@@ -136,6 +139,21 @@ extension DiskStore {
             if batch.count < batchSize { break }
         }
         while isOver() {
+            if let s3fifo, let victim = try index.s3fifoVictim(s3fifo, excluding: key) {
+                let deleted = try index.delete(rowID: victim.row.rowID)
+                guard deleted.existed else { break }
+                if let file = deleted.file { obsolete.append(file) }
+                totals = try index.totals()
+                if victim.queue == .small {
+                    // No more digests than entries either: the ghost's rows are not charged.
+                    var limit = s3fifo.shares.ghost
+                    limit.count = min(limit.count, totals.count)
+                    try index.addGhost(DiskIndex.ghostDigest(victim.row.key), charge: victim.charge, limit: limit)
+                }
+                state.statistics.evictions += 1
+                state.recordRemoval(victim.row.key, .evicted)
+                continue
+            }
             let candidates = try index.leastRecentlyUsed(limit: batchSize, excluding: key)
             var deletedAny = false
             for row in candidates {

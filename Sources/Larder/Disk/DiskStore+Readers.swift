@@ -157,7 +157,7 @@ extension DiskStore {
             guard !due.isEmpty else { return }
             do {
                 try index.connection.transaction {
-                    _ = try index.recordAccesses(due.accesses)
+                    try recordReads(due.accesses, index: index)
                     try index.extendLifetimes(due.extensions)
                 }
             } catch {
@@ -174,7 +174,7 @@ extension DiskStore {
     func flushAccesses(index: DiskIndex, reserving: Int64 = 0) throws -> Int64 {
         let due = readers.withLock { $0.log.takePending() }
         do {
-            let sequence = try index.recordAccesses(due.accesses, reserving: reserving)
+            let sequence = try recordReads(due.accesses, index: index, reserving: reserving)
             try index.extendLifetimes(due.extensions)
             return sequence
         } catch {

@@ -86,6 +86,9 @@ extension DiskStore {
                     }
                     // Reads logged before this write rank before it.
                     let sequence = try flushAccesses(index: index, reserving: 1)
+                    if configuration.policy == .s3fifo {
+                        return try writeS3FIFO(row, sequence: sequence, state: &state, index: index, now: nowMilliseconds)
+                    }
                     var obsolete: [String] = []
                     if case let previous?? = try index.file(forKey: key) { obsolete.append(previous) }
                     try index.write(row, sequence: sequence)

@@ -26,6 +26,15 @@ import Musl
 /// let data = try store.value(forKey: "greeting") // "hello"
 /// ```
 ///
+/// Eviction follows ``Configuration/policy``: least recently used (the default), or S3-FIFO,
+/// whose queues are sized in the limits' own measures and whose reads only bump a 2-bit counter
+/// in the access row (never a move). Expired entries go first under both. The policy may change
+/// between openings of a directory, keeping each entry's place: from LRU, every entry is in
+/// S3-FIFO's main queue in recency order (least recently used first out) with its counter at 0;
+/// from S3-FIFO, the order in which entries entered their queues becomes recency (the entry
+/// that entered longest ago goes first), and the counters are ignored until S3-FIFO is chosen
+/// again. Stores with different policies may share a directory: each evicts by its own.
+///
 /// Directory layout: `index.sqlite` (WAL mode), `blobs/ab/…`, `tmp/` for in-flight writes.
 /// Several stores — threads or processes — may open the same directory; SQLite's locking keeps
 /// them consistent, and totals live in the index so every store sees the same numbers.

@@ -43,6 +43,14 @@ public enum KillRounds {
                  options: ["removeEvery": "9", "keys": "40"], allowance: Allowance())
         }
 
+        /// The same plan with the store (the helper's and the reopened one) under S3-FIFO.
+        public func underS3FIFO() -> Plan {
+            var plan = self
+            plan.name += "-s3fifo"
+            plan.options["policy"] = "s3fifo"
+            return plan
+        }
+
         /// Power loss: larger blobs, and completed `fast` writes may roll back.
         public static func powerLoss(rounds: Int) -> Plan {
             Plan(name: "power-loss", durability: "fast", rounds: rounds,
@@ -139,7 +147,9 @@ public enum KillRounds {
             let state = try reader.read()
             result.completedOperations = state.completedWrites
             do {
-                let store = try DiskStore(directory: directory, configuration: StoreChecks.configuration())
+                let store = try DiskStore(directory: directory, configuration: StoreChecks.configuration {
+                    if plan.options["policy"] == "s3fifo" { $0.policy = .s3fifo }
+                })
                 defer { store.close() }
                 try verify(store, against: state, plan.allowance, context: context, into: &result.findings)
                 // And the totals match a recount, and the store keeps working

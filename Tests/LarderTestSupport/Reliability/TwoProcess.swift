@@ -14,7 +14,7 @@ public enum TwoProcess {
     }
 
     /// The four scenarios, by name.
-    public static let scenarios = ["disjoint", "shared", "evicting", "fresh"]
+    public static let scenarios = ["disjoint", "shared", "evicting", "evicting-s3fifo", "fresh"]
 
     /// Runs one scenario in a fresh subdirectory of `workspace`; `seedOffset` varies the
     /// helpers' seeds between repetitions (0 is the CI suite's).
@@ -23,6 +23,7 @@ public enum TwoProcess {
         case "disjoint": try await disjoint(in: workspace, seedOffset: seedOffset)
         case "shared": try await shared(in: workspace, seedOffset: seedOffset)
         case "evicting": try await evicting(in: workspace, seedOffset: seedOffset)
+        case "evicting-s3fifo": try await evicting(in: workspace, seedOffset: seedOffset, policy: "s3fifo")
         case "fresh": try await fresh(in: workspace, seedOffset: seedOffset)
         default: preconditionFailure("unknown scenario \(scenario)")
         }
@@ -123,17 +124,21 @@ public enum TwoProcess {
         return result
     }
 
-    static func evicting(in workspace: URL, seedOffset: Int) async throws -> Result {
+    /// `policy`: the eviction policy of every store on the directory (`lru` or `s3fifo`).
+    static func evicting(in workspace: URL, seedOffset: Int, policy: String = "lru") async throws -> Result {
         // Given two helpers whose writes overflow a shared count limit
-        let directory = workspace.appendingPathComponent("evicting")
+        let directory = workspace.appendingPathComponent("evicting-\(policy)")
         var result = Result()
-        let store = try DiskStore(directory: directory, configuration: StoreChecks.configuration { $0.countLimit = 25 })
+        let store = try DiskStore(directory: directory, configuration: StoreChecks.configuration {
+            $0.countLimit = 25
+            $0.policy = policy == "s3fifo" ? .s3fifo : .lru
+        })
         defer { store.close() }
         try await withChildProcesses { scope in
             let helpers = try (0..<2).map { index in
                 try CrashHelper.startWriter(in: scope, directory: directory, log: workspace.appendingPathComponent("evict-log-\(index)"),
                                             ["seed": "\(index + 31 + seedOffset)", "prefix": "e\(index)-", "keys": "40", "iterations": "300",
-                                             "countLimit": "25"])
+                                             "countLimit": "25", "policy": policy])
             }
             try await interleave(store, with: helpers, keys: (0..<40).flatMap { ["e0-\($0)", "e1-\($0)"] }, evicting: true, into: &result)
         }

@@ -36,6 +36,14 @@ struct ReliabilityCrashTests {
         print("reliability.crash fast: \(result.kills) kills survived, \(result.completedOperations) completed operations, \(result.findings.keysChecked) key checks")
     }
 
+    /// The fast writer's plan with every store under S3-FIFO: the queues, counters and ghost
+    /// change in the same transactions as the rows, so a kill leaves them consistent too.
+    @Test func killedFastWriterUnderS3FIFONeverLeavesDamagedOrForeignBytes() async throws {
+        let result = try await run(.fast(rounds: Self.kills).underS3FIFO())
+        #expect(result.completedOperations > Self.kills, "the helper completed only \(result.completedOperations) operations")
+        print("reliability.crash fast-s3fifo: \(result.kills) kills survived, \(result.completedOperations) completed operations, \(result.findings.keysChecked) key checks")
+    }
+
     @Test func killedDurableWriterKeepsEveryCompletedWrite() async throws {
         let result = try await run(.durable(rounds: Self.kills))
         #expect(result.completedOperations > Self.kills, "the helper completed only \(result.completedOperations) operations")

@@ -3,7 +3,7 @@
 //
 //   LarderGuard <operation> <iterations> <directory>
 //
-// Operations: disk-get-hit, storage-get-hit (Storage over the disk tier), disk-get-miss, disk-set
+// Operations: disk-get-hit, disk-get-hit-s3fifo (the same under `.s3fifo`), storage-get-hit (Storage over the disk tier), disk-get-miss, disk-set
 // (100 B values, inline), memory-hit,
 // memory-insert (an insert that evicts). Setup is the same every run: fixed keys and values, a
 // fresh directory, SWIFT_DETERMINISTIC_HASHING=1 set by the script.
@@ -33,10 +33,11 @@ final class Box {}
 nonisolated(unsafe) var body: (Int) throws -> Void = { _ in }
 nonisolated(unsafe) var checks: () throws -> Void = {}
 
-func makeDiskStore() throws -> DiskStore {
+func makeDiskStore(policy: EvictionPolicy = .lru) throws -> DiskStore {
     try? FileManager.default.removeItem(at: directory)
     var configuration = DiskStore.Configuration()
     configuration.logHandler = nil
+    configuration.policy = policy
     let store = try DiskStore(directory: directory, configuration: configuration)
     for index in 0..<residents { try store.setValue(value(index), forKey: key("k", index)) }
     return store
@@ -45,6 +46,11 @@ func makeDiskStore() throws -> DiskStore {
 switch operation {
 case "disk-get-hit":
     let store = try makeDiskStore()
+    body = { index in
+        guard try store.value(forKey: key("k", index * 7_919 % residents))?.count == 100 else { fatalError("miss") }
+    }
+case "disk-get-hit-s3fifo":
+    let store = try makeDiskStore(policy: .s3fifo)
     body = { index in
         guard try store.value(forKey: key("k", index * 7_919 % residents))?.count == 100 else { fatalError("miss") }
     }

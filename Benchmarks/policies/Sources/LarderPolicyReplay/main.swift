@@ -4,6 +4,7 @@
 //   LarderPolicyReplay replay <trace.u32> <cacheSize>...   → CSV: policy,cache_size,requests,misses
 //   LarderPolicyReplay replay-sized <trace.u32> <sizes.u32> <bytes>... → CSV: policy,cache_size,requests,misses
 //   LarderPolicyReplay time [entries] [operations] [rounds] [policy] → CSV: policy,operation,ns_per_op
+//   LarderPolicyReplay replay-disk <trace.u32> <sizes.u32> <sizeLimit>... → CSV: policy,size_limit,requests,misses
 //
 // A trace is a flat file of little-endian UInt32 object ids, one per request. Every object has
 // unit size: the store's countLimit is the cache size, costs are 1, and overflowTrimRatio is 0,
@@ -66,6 +67,40 @@ func replaySized(_ trace: [UInt32], sizes: [UInt32], policy: EvictionPolicy, cap
         store.setValue(id, forKey: id, cost: Int(size))
     }
     precondition(store.totalCost <= capacity)
+    return misses
+}
+
+/// As ``replaySized(_:sizes:policy:capacity:)`` through a real `DiskStore` in a temporary
+/// directory, under `.lru` and `.s3fifo`: `sizeLimit` is the store's limit, every value lives
+/// inline in its index row (`inlineThreshold` above every size) under an 8-byte key
+/// (`%08d` of the id), `overflowTrimRatio` is 0 and there is no count limit. What binds is then
+/// the charge of the rows, `2 × (size + 8) + 128` bytes each, against the charge limit of
+/// `sizeLimit`; compare_disk_policies.py gives libCacheSim those charges and that capacity.
+func replayDisk(_ trace: [UInt32], sizes: [UInt32], policy: EvictionPolicy, sizeLimit: Int) throws -> Int {
+    let directory = FileManager.default.temporaryDirectory
+        .appendingPathComponent("larder-replay-disk-\(policy)-\(sizeLimit)-\(ProcessInfo.processInfo.processIdentifier)")
+    try? FileManager.default.removeItem(at: directory)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let store = try DiskStore(directory: directory) {
+        $0.sizeLimit = sizeLimit
+        $0.countLimit = .max
+        $0.overflowTrimRatio = 0
+        $0.inlineThreshold = 1 << 20
+        $0.policy = policy
+        $0.logHandler = nil
+    }
+    defer { store.close() }
+    let keys = (0...(trace.max() ?? 0)).map { id -> String in
+        let digits = String(id)
+        return String(repeating: "0", count: max(0, 8 - digits.count)) + digits
+    }
+    let payload = Data(repeating: 0x5A, count: Int(sizes.max() ?? 0))
+    var misses = 0
+    for (id, size) in zip(trace, sizes) where try store.value(forKey: keys[Int(id)]) == nil {
+        misses += 1
+        try store.setValue(payload.prefix(Int(size)), forKey: keys[Int(id)])
+    }
+    precondition(store.totalSize <= sizeLimit)
     return misses
 }
 
@@ -158,6 +193,17 @@ case "replay-sized" where arguments.count >= 4:
         for (name, policy) in policies {
             let misses = try replaySized(trace, sizes: sizes, policy: policy, capacity: capacity)
             print("\(name),\(capacity),\(trace.count),\(misses)")
+        }
+    }
+case "replay-disk" where arguments.count >= 4:
+    let trace = try loadTrace(arguments[arguments.startIndex + 1])
+    let sizes = try loadTrace(arguments[arguments.startIndex + 2])
+    precondition(trace.count == sizes.count, "one size per request")
+    print("policy,size_limit,requests,misses")
+    for sizeLimit in arguments.dropFirst(3).map({ Int($0)! }) {
+        for (name, policy) in [("lru", EvictionPolicy.lru), ("s3fifo", .s3fifo)] {
+            let misses = try replayDisk(trace, sizes: sizes, policy: policy, sizeLimit: sizeLimit)
+            print("\(name),\(sizeLimit),\(trace.count),\(misses)")
         }
     }
 case "time":

@@ -1,0 +1,69 @@
+import Foundation
+
+// The disk tier's S3-FIFO (`Configuration.policy = .s3fifo`): where a write places its entry,
+// how reads are recorded, and the queue shares of the limits in force. The victims themselves
+// are chosen in `DiskIndex+S3FIFO.swift`; `shrink` (DiskStore+Eviction.swift) deletes them.
+//
+// The rules follow libCacheSim's `S3FIFO.c` (as ``MemoryStore``'s `.s3fifo` does), in the
+// limits' own measures: count, stored size and charge (the footprint `sizeLimit` bounds).
+// - A write of a new key removes its digest from the ghost; after the write's evictions (which
+//   never pick it) it joins main if its digest was in the ghost, else main if no eviction has
+//   happened yet and the small queue is full, else small. Its counter starts at 0.
+// - An overwrite counts as a read and moves the entry to the front of its queue.
+// - A read bumps the entry's counter (0...3) through the batched read log: the entry's row is
+//   never written, only its narrow access row, and only when the log is ranked.
+extension DiskStore {
+    /// The S3-FIFO context of an eviction under the limits in force, or `nil` under LRU.
+    func s3fifoContext(pending: DiskIndex.Measure = .init()) -> DiskIndex.S3FIFOContext? {
+        guard configuration.policy == .s3fifo else { return nil }
+        let sizeLimit = self.sizeLimit
+        let shares = DiskIndex.S3FIFOShares(
+            countLimit: countLimit, sizeLimit: sizeLimit, chargeLimit: Self.chargeLimit(forSizeLimit: sizeLimit))
+        return DiskIndex.S3FIFOContext(shares: shares, pending: pending)
+    }
+
+    /// Writes logged reads into the index as the policy wants them: LRU ranks them after
+    /// everything ranked so far; S3-FIFO bumps counters and ranks nothing. Reserves `reserving`
+    /// recency numbers either way; returns the last number used or reserved.
+    @discardableResult
+    func recordReads(_ accesses: [DiskIndex.Access], index: DiskIndex, reserving: Int64 = 0) throws -> Int64 {
+        guard configuration.policy == .s3fifo else {
+            return try index.recordAccesses(accesses, reserving: reserving)
+        }
+        try index.recordFrequencies(accesses)
+        return try index.recordAccesses([], reserving: reserving)
+    }
+
+    /// The write transaction of `row` under S3-FIFO, after the logged reads were recorded
+    /// (`sequence` is the number reserved for the write); returns the blob files to delete.
+    func writeS3FIFO(
+        _ row: DiskIndex.Row, sequence: Int64, state: inout State, index: DiskIndex, now: Int64
+    ) throws -> [String] {
+        var obsolete: [String] = []
+        let previous = try index.file(forKey: row.key)
+        if case let file?? = previous { obsolete.append(file) }
+        let rowID = try index.writeRow(row)
+        if previous != nil, try index.touchOverwritten(rowID: rowID, sequence: sequence, time: row.created) {
+            obsolete += try evictIfNeeded(&state, index: index, now: now, keeping: row.key)
+            return obsolete
+        }
+        // A new entry: in no queue until the write's evictions are done.
+        let wasGhost = try index.removeGhost(DiskIndex.ghostDigest(row.key))
+        guard let measure = try index.measure(ofRow: rowID) else { return obsolete }
+        let context = s3fifoContext(pending: measure)
+        obsolete += try evictIfNeeded(&state, index: index, now: now, keeping: row.key, pending: measure)
+        let queue: DiskIndex.Queue
+        if wasGhost {
+            queue = .main
+        } else if let context, try !index.s3fifoHasEvicted(), try index.smallTotals().reaches(context.shares.small) {
+            queue = .main
+        } else {
+            queue = .small
+        }
+        // After the moves of the evictions: the newest entry of its queue.
+        let placed = try index.maxSequence() + 1
+        try index.setMaxSequence(placed)
+        try index.enqueue(rowID: rowID, measure: measure, in: queue, sequence: placed, time: row.created)
+        return obsolete
+    }
+}
