@@ -140,8 +140,11 @@ struct FrequencySketch {
                 table[at.doorkeeperWord] = doorkeeper | at.doorkeeperBits
                 return
             }
+            // Branch-free: adds 1 unless the counter is at 15 ((15 + 1) >> 4 == 1), so a hit
+            // never mispredicts on a counter's value.
             @inline(__always) func bump(_ word: Int, _ shift: UInt64) {
-                if (table[word] >> shift) & 15 < Self.maxCount { table[word] &+= 1 << shift }
+                let counter = (table[word] >> shift) & 15
+                table[word] &+= (((counter &+ 1) >> 4) ^ 1) << shift
             }
             bump(at.words.0, at.shifts.0)
             bump(at.words.1, at.shifts.1)
