@@ -2,8 +2,8 @@ import LarderTestSupport
 import Testing
 @testable import Larder
 
-/// The store's own structures under stress: the key index with colliding hashes, and the
-/// expiry heap under random expirations.
+/// The store's own structures under stress: the key index with colliding hashes, the LRU lists'
+/// moves, and the expiry heap under random expirations.
 /// Time limit: well under a second alone, but the whole parallel suite can keep these waiting.
 @Suite(.timeLimit(.minutes(5)))
 struct MemoryStoreStructuresTests {
@@ -63,6 +63,30 @@ struct MemoryStoreStructuresTests {
         #expect(store.totalCount == 0)
         #expect(store.value(forKey: CollidingKey(id: 5)) == nil)
         #expect(store.invariantViolations() == [])
+    }
+
+    // MARK: - LRU lists
+
+    @Test func movingASlotBetweenListsKeepsBothListsLinkedInOrder() {
+        // Given list 0 = [3, 2, 1, 0] and list 1 = [4]
+        var lists = LRUList(listCount: 2)
+        for slot in 0..<4 { lists.pushFront(slot, in: 0) }
+        lists.pushFront(4, in: 1)
+        // When a middle slot, the tail, the head and then the last slot move to list 1's front
+        lists.move(2, from: 0, toFrontOf: 1)
+        #expect(lists.slots(in: 0) == [3, 1, 0] && lists.slots(in: 1) == [2, 4])
+        lists.move(0, from: 0, toFrontOf: 1)
+        #expect(lists.slots(in: 0) == [3, 1] && lists.last(in: 0) == 1)
+        lists.move(3, from: 0, toFrontOf: 1)
+        lists.move(1, from: 0, toFrontOf: 1)
+        // Then list 0 is empty and list 1 holds every slot, most recently moved first
+        #expect(lists.first(in: 0) == nil && lists.last(in: 0) == nil)
+        #expect(lists.slots(in: 1) == [1, 3, 0, 2, 4] && lists.last(in: 1) == 4)
+        // And a move within one list is a move to its front; one back into an empty list links it
+        lists.move(4, from: 1, toFrontOf: 1)
+        lists.move(0, from: 1, toFrontOf: 0)
+        #expect(lists.slots(in: 1) == [4, 1, 3, 2] && lists.last(in: 1) == 2)
+        #expect(lists.slots(in: 0) == [0] && lists.first(in: 0) == 0 && lists.last(in: 0) == 0)
     }
 
     // MARK: - Expiry heap

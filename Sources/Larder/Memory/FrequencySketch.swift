@@ -31,7 +31,9 @@ struct FrequencySketch {
     @inlinable static var minimumCapacity: Int { 16 }
 
     /// 8 words per block (7 of counters, 1 of doorkeeper bits); a power-of-two number of blocks.
-    @usableFromInline var table: ContiguousArray<UInt64>
+    @usableFromInline var table: SketchTable
+    /// `table.words`, kept here so that a hit loads no class field to reach its block.
+    @usableFromInline var words: UnsafeMutablePointer<UInt64>
     @usableFromInline var blockMask: Int
     /// The number of keys the table is sized for.
     @usableFromInline var capacity: Int
@@ -42,7 +44,8 @@ struct FrequencySketch {
     /// Creates a sketch for `capacity` keys.
     init(capacity: Int) {
         self.capacity = Swift.max(capacity, Self.minimumCapacity)
-        table = []
+        table = SketchTable(count: 0)
+        words = table.words
         blockMask = 0
         samplePeriod = 0
         allocate()
@@ -59,7 +62,8 @@ struct FrequencySketch {
     /// (Re)allocates empty storage for ``capacity``.
     mutating func allocate() {
         let blocks = Self.blockCount(forCapacity: capacity)
-        table = ContiguousArray(repeating: 0, count: 8 * blocks)
+        table = SketchTable(count: 8 * blocks)
+        words = table.words
         blockMask = blocks - 1
         samplePeriod = Self.sampleFactor * capacity
         uses = 0
@@ -134,14 +138,18 @@ struct FrequencySketch {
     @inlinable @inline(__always)
     mutating func increment(_ hash: Int) {
         let at = Self.positions(of: hash, blockMask: blockMask)
-        table.withUnsafeMutableBufferPointer { table in
+        do {
+            let table = words
             let doorkeeper = table[at.doorkeeperWord]
             if doorkeeper & at.doorkeeperBits != at.doorkeeperBits {
                 table[at.doorkeeperWord] = doorkeeper | at.doorkeeperBits
                 return
             }
+            // Branch-free: adds 1 unless the counter is at 15 ((15 + 1) >> 4 == 1), so a hit
+            // never mispredicts on a counter's value.
             @inline(__always) func bump(_ word: Int, _ shift: UInt64) {
-                if (table[word] >> shift) & 15 < Self.maxCount { table[word] &+= 1 << shift }
+                let counter = (table[word] >> shift) & 15
+                table[word] &+= (((counter &+ 1) >> 4) ^ 1) << shift
             }
             bump(at.words.0, at.shifts.0)
             bump(at.words.1, at.shifts.1)
@@ -161,7 +169,8 @@ struct FrequencySketch {
     @inlinable
     func estimate(_ hash: Int) -> Int {
         let at = Self.positions(of: hash, blockMask: blockMask)
-        return table.withUnsafeBufferPointer { table in
+        do {
+            let table = UnsafePointer(words)
             var minimum = (table[at.words.0] >> at.shifts.0) & 15
             minimum = Swift.min(minimum, (table[at.words.1] >> at.shifts.1) & 15)
             minimum = Swift.min(minimum, (table[at.words.2] >> at.shifts.2) & 15)
@@ -175,17 +184,38 @@ struct FrequencySketch {
     @usableFromInline
     mutating func halve() {
         uses = 0
-        table.withUnsafeMutableBufferPointer { table in
-            for index in table.indices {
-                table[index] = index & 7 == 7 ? 0 : (table[index] >> 1) & 0x7777_7777_7777_7777
-            }
+        let table = words
+        for index in 0..<self.table.count {
+            table[index] = index & 7 == 7 ? 0 : (table[index] >> 1) & 0x7777_7777_7777_7777
         }
     }
 
     /// Forgets every count, keeping the size.
     mutating func clear() {
         uses = 0
-        for index in table.indices { table[index] = 0 }
+        words.update(repeating: 0, count: table.count)
     }
 }
 
+/// The words of a ``FrequencySketch``: memory of its own rather than a `ContiguousArray`, so
+/// that an increment on a hit is plain loads and stores (the array cost a uniqueness check and,
+/// as the optimizer left it, an out-of-line closure call per increment).
+///
+/// Not copy-on-write: copies of a sketch share it. Only the store's one sketch, behind the
+/// store's lock, is ever mutated; copies (the invariant checks) only read.
+@usableFromInline
+final class SketchTable {
+    @usableFromInline let words: UnsafeMutablePointer<UInt64>
+    @usableFromInline let count: Int
+
+    /// `count` zeroed words.
+    init(count: Int) {
+        words = .allocate(capacity: Swift.max(count, 1))
+        words.initialize(repeating: 0, count: Swift.max(count, 1))
+        self.count = count
+    }
+
+    deinit {
+        words.deallocate()
+    }
+}
