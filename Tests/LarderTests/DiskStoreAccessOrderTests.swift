@@ -77,6 +77,33 @@ struct DiskStoreAccessOrderTests {
         #expect(try Set(store.keys()) == Set(lastSeen))
     }
 
+    @Test(arguments: [false, true])
+    func aDueBatchOfReadsIsRankedInReadOrderWithNoWrite(inBackground: Bool) async throws {
+        // Given 600 keys written at one frozen instant
+        let store = try makeStore { $0.ranksReadsInBackground = inBackground }
+        let keys = (0..<600).map { "k\($0)" }
+        for key in keys { try store.setValue(Data(key.utf8), forKey: key) }
+        let lastWritten = try query("SELECT max(seq) FROM access")[0][0]
+        // When exactly one batch of reads is logged, newest key first
+        let readOrder = Array(keys.indices.reversed().prefix(DiskStore.accessFlushCount))
+        for index in readOrder { #expect(try store.value(forKey: keys[index]) == Data(keys[index].utf8)) }
+        // Then the batch reaches the index with no write, trim or close: before the last read
+        // returns when ranked on the reading thread, soon after on Larder's I/O queue
+        let rankedSQL = "SELECT CAST(substr(e.key, 2) AS INTEGER) FROM access a JOIN entries e ON e.rowid = a.entry "
+            + "WHERE a.seq > \(lastWritten) ORDER BY a.seq"
+        var ranked = try query(rankedSQL).map { Int($0[0]) }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while inBackground, ranked.count < readOrder.count, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+            ranked = try query(rankedSQL).map { Int($0[0]) }
+        }
+        // And in the order of the reads
+        #expect(ranked == readOrder)
+        // And a trim afterwards keeps the two read last
+        try store.trim(toCount: 2)
+        #expect(try store.keys() == [keys[readOrder[readOrder.count - 1]], keys[readOrder[readOrder.count - 2]]].sorted())
+    }
+
     @Test func writesAndReadsInterleaveInTheirOrder() throws {
         // Given a, b, c written, a read, then d written: b is the least recent and goes
         let store = try makeStore { $0.countLimit = 3 }
@@ -284,8 +311,11 @@ struct DiskStoreAccessCorruptionTests {
         folder = try TemporaryDirectory("disk-access-corruption")
     }
 
-    func makeStore() throws -> DiskStore {
-        try DiskStore(directory: folder.url, configuration: Reliability.configuration { $0.inlineThreshold = 1_000 })
+    func makeStore(ranksReadsInBackground: Bool = true) throws -> DiskStore {
+        try DiskStore(directory: folder.url, configuration: Reliability.configuration {
+            $0.inlineThreshold = 1_000
+            $0.ranksReadsInBackground = ranksReadsInBackground
+        })
     }
 
     /// Writes entries, closes the store, and overwrites the page of `access` (its root, and
@@ -316,20 +346,27 @@ struct DiskStoreAccessCorruptionTests {
         return values
     }
 
-    @Test(arguments: ["write", "trim", "attributes", "read-then-flush"])
-    func damagedAccessPagesAreFoundAndTheStoreKeepsWorking(operation: String) throws {
+    @Test(arguments: ["write", "trim", "attributes", "read-then-flush", "read-then-background-flush"])
+    func damagedAccessPagesAreFoundAndTheStoreKeepsWorking(operation: String) async throws {
         // Given a store whose access table pages are garbage
         let values = try makeStoreWithDamagedAccessPages()
-        let store = try makeStore()
+        let store = try makeStore(ranksReadsInBackground: operation == "read-then-background-flush")
         // When an operation reads those pages
         switch operation {
         case "write": try store.setValue(Data("new".utf8), forKey: "new")
         case "trim": try store.trim(toCount: 5)
         case "attributes": _ = try store.attributes(forKey: "k1")
         default:
+            // Reads fill the log, whose ranking (on this thread, or on the I/O queue while the
+            // reads go on and meet the reset) reads the damaged pages. No read throws.
             for _ in 0..<(DiskStore.accessFlushCount / 2 + 1) {
                 _ = try store.value(forKey: "k0")
                 _ = try store.value(forKey: "k1")
+            }
+            let deadline = ContinuousClock.now + .seconds(30)
+            while store.statistics.indexResets == 0, ContinuousClock.now < deadline {
+                for key in ["k0", "k1"] { if let read = try store.value(forKey: key) { #expect(read == values[key]) } }
+                try await Task.sleep(for: .milliseconds(1))
             }
         }
         // Then the damage was found and the index emptied (a cache loses entries, never lies)

@@ -105,19 +105,32 @@ func runDiskCases(_ arguments: Arguments, root: URL) throws {
 /// The disk get-hit of 100 B values under `.s3fifo` against `.lru` (#18): for each policy a
 /// fresh store (1 GiB limit, no eviction) gets `n` sets, then `n` hits in the scattered order of
 /// the workload. Reported as the case `disk.get-hit(100B, s3fifo)`, contenders `larder` (the
-/// `.s3fifo` store) and `disk-lru`.
+/// `.s3fifo` store) and `disk-lru`; and again with the reads ranked on the reading thread
+/// (`ranksReadsInBackground = false`), as `disk.get-hit(100B, s3fifo, ranked inline)`, where
+/// the time includes what each policy writes per read.
 func runDiskPolicyCase(_ arguments: Arguments, root: URL) throws {
     let n = arguments.int("n100", default: 1000)
     let base = Workload.randomBytes(100)
     let keys = (0..<n).map { Workload.key("k", "100B", $0) }
     let values = (0..<n).map { Workload.value(base: base, index: $0) }
     let order = (0..<n).map { keys[Workload.readIndex($0, n)] }
+    for inBackground in [true, false] {
+        let label = inBackground ? "disk.get-hit(100B, s3fifo)" : "disk.get-hit(100B, s3fifo, ranked inline)"
+        try runDiskPolicyCase(label, inBackground: inBackground, keys: keys, values: values, order: order, root: root)
+    }
+}
+
+private func runDiskPolicyCase(
+    _ label: String, inBackground: Bool, keys: [String], values: [Data], order: [String], root: URL
+) throws {
+    let n = keys.count
     for (name, policy) in [("disk-lru", EvictionPolicy.lru), ("larder", .s3fifo)] {
         let directory = root.appendingPathComponent("policy-\(name)")
         try? FileManager.default.removeItem(at: directory)
         let store = try DiskStore(directory: directory) {
             $0.sizeLimit = 1 << 30
             $0.policy = policy
+            $0.ranksReadsInBackground = inBackground
         }
         for i in 0..<n { try store.setValue(values[i], forKey: keys[i]) }
         let seconds = try measure {
@@ -126,7 +139,7 @@ func runDiskPolicyCase(_ arguments: Arguments, root: URL) throws {
                 consume(value)
             }
         }
-        report("disk.get-hit(100B, s3fifo)", name, ops: n, seconds: seconds)
+        report(label, name, ops: n, seconds: seconds)
         store.close()
         try? FileManager.default.removeItem(at: directory)
     }

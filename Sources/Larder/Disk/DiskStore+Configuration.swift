@@ -72,6 +72,12 @@ extension DiskStore {
         /// How long a call waits for another connection's write lock (another thread's or
         /// process's store on the same directory). Defaults to 10 seconds.
         public var busyTimeout: Duration
+        /// Where a due batch of logged reads (512 reads, or 2 seconds' worth) is written to the
+        /// index: `true` on Larder's I/O queue, so that no read waits for it; `false` on the
+        /// thread of the read that filled the batch. Either way writes, trims and `close()` rank
+        /// every logged read first, so least-recently-used order stays exact, and a reader that
+        /// finds four batches still waiting ranks them itself. Defaults to `true`.
+        public var ranksReadsInBackground: Bool
         /// The clock used for expiry and access times. Defaults to the system clock.
         public var now: @Sendable () -> Date
         /// Receives the store's rare operational messages (a corrupt index moved aside, a
@@ -90,6 +96,7 @@ extension DiskStore {
             defaultExpiry: Expiry = .never,
             durability: Durability = .fast,
             busyTimeout: Duration = .seconds(10),
+            ranksReadsInBackground: Bool = true,
             now: @escaping @Sendable () -> Date = { Date() },
             logHandler: (@Sendable (String) -> Void)? = { message in
                 FileHandle.standardError.write(Data("larder: \(message)\n".utf8))
@@ -105,6 +112,7 @@ extension DiskStore {
             self.defaultExpiry = defaultExpiry
             self.durability = durability
             self.busyTimeout = busyTimeout
+            self.ranksReadsInBackground = ranksReadsInBackground
             self.now = now
             self.logHandler = logHandler
         }

@@ -32,14 +32,16 @@ extension DiskStore {
     ///
     /// When SQLite finds the index corrupt, the index is reset as ``withIndex(_:)`` does (once,
     /// whichever connection found it: the pool generation tells whether another thread already
-    /// did) and `body` runs once more on a fresh connection.
+    /// did) and `body` runs once more on a fresh connection. An error from a read that another
+    /// thread's reset overtook is not the caller's either: `body` runs again.
     func withReader<T>(_ body: (DiskIndexReader) throws -> T) throws -> T {
         try withRecordingReader { reader in (try body(reader), ReadRecord.none) }
     }
 
     /// ``withReader(_:)`` for a value read: `body` also returns the hit or miss to record, which
     /// is logged in the same lock hold that puts the reader back (one lock, taken twice per
-    /// read). When the log is due, it is ranked into the index after the reader is back.
+    /// read). When the log is due, it is ranked into the index after the reader is back: on
+    /// Larder's I/O queue, or here (see ``Configuration/ranksReadsInBackground``).
     func withRecordingReader<T>(_ body: (DiskIndexReader) throws -> (T, ReadRecord)) throws -> T {
         try checkDirectoryIfDue()
         var attempt = 0
@@ -59,37 +61,45 @@ extension DiskStore {
                     _ = checkIn(pooled, record: .none)
                     throw error
                 }
-                if checkIn(pooled, record: record) { flushLoggedReads() }
+                rank(checkIn(pooled, record: record))
                 return result
-            } catch let error as StorageError where error.isDatabaseCorruption && attempt == 0 {
+            } catch let error as StorageError where attempt < 2 {
                 attempt += 1
-                try state.withLock { state in
-                    guard readers.withLock({ $0.generation }) == generation else { return }
-                    try resetCorruptIndex(&state, error: error)
-                }
+                let isReset = readers.withLock { $0.generation } != generation
+                if error.isDatabaseCorruption && attempt == 1 {
+                    try state.withLock { state in
+                        guard readers.withLock({ $0.generation }) == generation else { return }
+                        try resetCorruptIndex(&state, error: error)
+                    }
+                } else if !isReset {
+                    throw error
+                } // Else another thread reset the index under this read (a reader can then see
+                  // its tables missing): read again, on a connection to the new index.
             }
         }
     }
 
     /// Puts `pooled` back (unless the pool moved on or is full) and records `record`; returns
-    /// whether the logged reads are due to be ranked (the log is full or old enough).
-    private func checkIn(_ pooled: PooledReader, record: ReadRecord) -> Bool {
+    /// what to do about the logged reads (see ``RankingStep``).
+    private func checkIn(_ pooled: PooledReader, record: ReadRecord) -> RankingStep {
         readers.withLock { pool in
             if !pool.isClosed, pool.generation == pooled.generation, pool.idle.count < Self.idleReaderLimit {
                 pool.idle.append(pooled)
             } // A reader not kept closes when the caller releases it, outside the lock.
+            let due: Bool
             switch record {
             case .none:
-                return false
+                return .none
             case .miss:
                 pool.log.misses += 1
-                return false
+                return .none
             case .hit(let access):
-                return pool.log.logHit(access)
+                due = pool.log.logHit(access)
             case .slidingHit(let access, let expires):
                 pool.log.extensions.append(DiskIndex.Extension(target: .row(access.rowID), expires: expires))
-                return pool.log.logHit(access)
+                due = pool.log.logHit(access)
             }
+            return pool.log.step(due: due, inBackground: configuration.ranksReadsInBackground)
         }
     }
 
@@ -115,11 +125,11 @@ extension DiskStore {
     /// Logs a hit found outside ``withRecordingReader(_:)`` (an opened file), with the sliding
     /// lifetime it renewed, ranking the log when it is due.
     func recordHit(rowID: Int64, now: Int64, renewing expires: Int64? = nil) {
-        let due = readers.withLock { pool in
+        rank(readers.withLock { pool in
             if let expires { pool.log.extensions.append(DiskIndex.Extension(target: .row(rowID), expires: expires)) }
-            return pool.log.logHit(DiskIndex.Access(rowID: rowID, time: now))
-        }
-        if due { flushLoggedReads() }
+            let due = pool.log.logHit(DiskIndex.Access(rowID: rowID, time: now))
+            return pool.log.step(due: due, inBackground: configuration.ranksReadsInBackground)
+        })
     }
 
     /// Logs that a faster tier served `key`, renewing its sliding lifetime here to `expires`
@@ -128,13 +138,15 @@ extension DiskStore {
     /// ranking runs on Larder's I/O queue.
     func renewSlidingLifetime(forKey key: String, until expires: Date) {
         let now = configuration.now().milliseconds
-        let due = readers.withLock { pool in
+        let step = readers.withLock { pool in
             pool.log.extensions.append(DiskIndex.Extension(target: .key(key), expires: expires.milliseconds))
             let oldest = pool.log.oldestPending ?? now
             pool.log.oldestPending = oldest
-            return pool.log.extensions.count >= Self.accessFlushCount || now - oldest >= Self.accessFlushDelay
+            let due = pool.log.extensions.count >= Self.accessFlushCount || now - oldest >= Self.accessFlushDelay
+            // Always in the background, whatever the configuration: this is a memory hit.
+            return pool.log.step(due: due, inBackground: true, mayRankHere: false)
         }
-        if due { larderIOQueue.async { [self] in flushLoggedReads() } }
+        rank(step)
     }
 
     /// Whether renewed lifetimes wait in the log: an entry the index shows expired may be live.
@@ -148,11 +160,49 @@ extension DiskStore {
         if hasPendingRenewals { flushLoggedReads() }
     }
 
+    /// What a read that logged something does about the log.
+    enum RankingStep {
+        case none
+        /// Rank the log on this thread.
+        case rankHere
+        /// Queue a ranking on Larder's I/O queue (the log records that one is queued).
+        case rankInBackground
+    }
+
+    private func rank(_ step: RankingStep) {
+        switch step {
+        case .none:
+            break
+        case .rankHere:
+            flushLoggedReads()
+        case .rankInBackground:
+            larderIOQueue.async { [self] in rankInBackground() }
+        }
+    }
+
+    /// Ranks the log until fewer than a batch of reads wait (reads go on while a batch is
+    /// written), then lets the next due read queue a ranking again. Stops at a failure: the
+    /// reads went back into the log, and a later due read tries again.
+    private func rankInBackground() {
+        while true {
+            let ranked = flushLoggedReads()
+            let again = readers.withLock { pool in
+                let full = max(pool.log.pending.count, pool.log.extensions.count) >= Self.accessFlushCount
+                if ranked && full && !pool.isClosed { return true }
+                pool.log.isRankingInBackground = false
+                return false
+            }
+            guard again else { return }
+        }
+    }
+
     /// Ranks the logged reads into the index. They are taken from the log under the writer's
     /// lock, so no write transaction can rank later reads before them. Best effort: when another
     /// process holds the write lock, the reads go back into the log and wait for the next flush.
-    private func flushLoggedReads() {
-        _ = try? withLiveIndex { _, index in
+    /// Returns whether the reads taken were ranked.
+    @discardableResult
+    private func flushLoggedReads() -> Bool {
+        (try? withLiveIndex { _, index in
             let due = readers.withLock { $0.log.takePending() }
             guard !due.isEmpty else { return }
             do {
@@ -164,7 +214,7 @@ extension DiskStore {
                 restorePendingAccesses(due)
                 throw error
             }
-        }
+        }) != nil
     }
 
     /// Ranks the logged reads inside the caller's write transaction, before anything the
@@ -215,6 +265,21 @@ extension DiskStore.ReadLog {
         let oldest = oldestPending ?? access.time
         oldestPending = oldest
         return pending.count >= DiskStore.accessFlushCount || access.time - oldest >= DiskStore.accessFlushDelay
+    }
+
+    /// What to do about a log that is `due` (full or old enough): nothing while a background
+    /// ranking is queued or running, unless reads have piled up past
+    /// ``DiskStore/accessInlineBacklog`` behind it, when the reader ranks them itself (if
+    /// `mayRankHere`); otherwise queue one in the background, or rank here.
+    mutating func step(due: Bool, inBackground: Bool, mayRankHere: Bool = true) -> DiskStore.RankingStep {
+        guard due else { return .none }
+        guard inBackground else { return .rankHere }
+        if isRankingInBackground {
+            let behind = max(pending.count, extensions.count) >= DiskStore.accessInlineBacklog
+            return behind && mayRankHere ? .rankHere : .none
+        }
+        isRankingInBackground = true
+        return .rankInBackground
     }
 
     /// Empties the log of pending reads and renewals and returns them, in read order.

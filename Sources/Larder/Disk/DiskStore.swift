@@ -113,12 +113,17 @@ public final class DiskStore: Sendable {
         /// Sliding lifetimes renewed by logged reads, written with their ranking.
         var extensions: [DiskIndex.Extension] = []
         var oldestPending: Int64?
+        /// Whether a ranking of the log is queued or running on Larder's I/O queue.
+        var isRankingInBackground = false
     }
 
     /// Recorded reads wait in memory until this many are pending…
     static let accessFlushCount = 512
     /// …or the oldest has waited this long (milliseconds), or a write transaction runs.
     static let accessFlushDelay: Int64 = 2_000
+    /// A reader that finds this many reads waiting while a background ranking runs ranks them
+    /// itself, so the log cannot outgrow the ranking.
+    static let accessInlineBacklog = 4 * accessFlushCount
     /// At most this many unranked reads are kept when flushing them keeps failing (another
     /// process holding the write lock); older ones are dropped.
     static let accessBacklogLimit = 8_192
