@@ -65,6 +65,45 @@ import Testing
         #expect(Path.hardware.checksum(bytes) == Path.portable.checksum(bytes))
     }
 
+    @Test(arguments: [8_191, 8_192, 8_193, 8_432, 8_433, 16_384 + 5, 65_536 - 1, 100 * 1_024, (1 << 20) + 13, 3 << 20])
+    func theVectorPathAgreesWithThePortableOneAtItsEdgesOffsetsAndContinuations(length: Int) {
+        // Given pseudo-random bytes around the vector path's threshold (8 KiB), its round of
+        // 248 bytes (8,432 = 34 rounds) and long buffers, at unaligned starts and continuing
+        // from a non-zero checksum (which the vector path folds into its first lane)
+        var state: UInt64 = UInt64(length) &* 2_862_933_555_777_941_757
+        let bytes = (0..<length + 7).map { _ -> UInt8 in
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return UInt8(truncatingIfNeeded: state >> 33)
+        }
+        for offset in [0, 1, 7] {
+            let slice = Array(bytes[offset..<offset + length])
+            for start: UInt32 in [0, 0xDEAD_BEEF] {
+                #expect(Path.hardware.checksum(slice, continuing: start) == Path.portable.checksum(slice, continuing: start),
+                        "length \(length) offset \(offset) start \(start)")
+            }
+        }
+        // And a damaged byte anywhere in the folded part or the three streams changes the sum
+        var damaged = Array(bytes[0..<length])
+        let sum = Path.hardware.checksum(damaged)
+        for position in [0, length / 5, length / 2, length - 1] {
+            damaged[position] ^= 0x10
+            #expect(Path.hardware.checksum(damaged) != sum, "flip at \(position)")
+            damaged[position] ^= 0x10
+        }
+    }
+
+    @Test func theVectorPathIsUsedWhereTheCPUHasCarrylessMultiply() throws {
+        #expect(CRC32C.vectorThreshold == 8_192)
+        #if arch(x86_64)
+        let flags = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
+        let words = Set(flags.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\t" }).map(String.init))
+        let expected = ["sse4_2", "pclmulqdq", "avx2", "vpclmulqdq"].allSatisfy(words.contains)
+        #expect(CRC32C.isVectorAccelerated == expected)
+        #else
+        #expect(!CRC32C.isVectorAccelerated)
+        #endif
+    }
+
     @Test(arguments: Path.allCases)
     func continuingEqualsOnePass(path: Path) {
         // The checksum of a + b equals the checksum of b continued from that of a

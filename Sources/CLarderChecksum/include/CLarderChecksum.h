@@ -18,4 +18,10 @@ uint32_t larder_crc32c_hardware(uint32_t crc, const void *bytes, size_t length);
 /// 1 when this CPU runs the hardware CRC-32C, else 0.
 int larder_crc32c_is_hardware_accelerated(void);
 
+/// 1 when long buffers also use the carry-less multiply instructions (VPCLMULQDQ, AVX2), else 0.
+int larder_crc32c_is_vector_accelerated(void);
+
+/// The length from which the vector path is taken (where the CPU has it).
+size_t larder_crc32c_vector_threshold(void);
+
 #endif

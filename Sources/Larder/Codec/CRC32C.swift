@@ -4,8 +4,9 @@ import CLarderChecksum
 /// The CRC-32C (Castagnoli) checksum the disk tier stores for every value written by schema 2.
 ///
 /// Runs on the CPU's SSE4.2 `crc32` instruction where there is one (three interleaved streams
-/// for long buffers, tens of GB/s), else on a portable table-driven implementation; both give
-/// the same result.
+/// for long buffers, tens of GB/s), with carry-less multiply folding (VPCLMULQDQ) beside it for
+/// buffers of 8 KiB and more where the CPU has that too, else on a portable table-driven
+/// implementation; all give the same result.
 ///
 /// ```swift
 /// CRC32C.checksum(Data("123456789".utf8)) // 0xE3069283
@@ -28,6 +29,15 @@ public enum CRC32C {
     public static var isHardwareAccelerated: Bool {
         larder_crc32c_is_hardware_accelerated() != 0
     }
+
+    /// Whether buffers of ``vectorThreshold`` bytes and more also use the carry-less multiply
+    /// instructions (VPCLMULQDQ with AVX2) beside `crc32`.
+    static var isVectorAccelerated: Bool {
+        larder_crc32c_is_vector_accelerated() != 0
+    }
+
+    /// The length from which the vector path is taken where the CPU has it.
+    static var vectorThreshold: Int { larder_crc32c_vector_threshold() }
 
     /// The portable table-driven implementation, whatever the CPU (for tests).
     static func portableChecksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {

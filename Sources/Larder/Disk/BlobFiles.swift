@@ -57,9 +57,8 @@ struct BlobFiles: Sendable {
     }
 
     static func makeDirectory(_ path: String) throws {
-        if mkdir(path, 0o700) != 0 && errno != EEXIST {
-            throw ioError("creating directory", path)
-        }
+        if mkdir(path, 0o700) == 0 { return }  // a new directory: nothing else to check
+        if errno != EEXIST { throw ioError("creating directory", path) }
         var info = stat()
         guard stat(path, &info) == 0 else { throw ioError("inspecting directory", path) }
         guard (info.st_mode & S_IFMT) == S_IFDIR else {
@@ -85,7 +84,8 @@ struct BlobFiles: Sendable {
 
     /// Writes `data` to a temporary file and renames it to `blobs/<name>`.
     func write(_ data: Data, name: String) throws {
-        let temporary = tmpPath + "/" + name.replacingOccurrences(of: "/", with: "_")
+        // `ab/<digest>-<n>` becomes `ab_<digest>-<n>` (names come from ``makeName(hash:)``).
+        let temporary = tmpPath + "/" + name.prefix(2) + "_" + name.dropFirst(3)
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw Self.ioError("creating temporary file", temporary) }
         do {

@@ -121,6 +121,7 @@ final class DiskIndex {
     static let candidateCount = 256
 
     private let selectFile: SQLiteStatement
+    private let selectExisting: SQLiteStatement
     private let upsert: SQLiteStatement
     private let selectRowID: SQLiteStatement
     private let upsertAccess: SQLiteStatement
@@ -165,6 +166,7 @@ final class DiskIndex {
 
         let columns = "key, hash, file, size, original_size, encoding, crc, crc_kind, created, accessed, seq, expires, data, metadata, sliding"
         selectFile = try connection.statement("SELECT file FROM entries WHERE key = ?")
+        selectExisting = try connection.statement("SELECT rowid, file FROM entries WHERE key = ?")
         // `accessed` and `seq` in `entries` are schema 1's; schema 2 keeps recency in `access`.
         upsert = try connection.statement("""
             INSERT INTO entries (\(columns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8, ?8, 0, ?9, ?10, ?11, ?12)
@@ -466,16 +468,26 @@ final class DiskIndex {
 
     /// The blob file currently recorded for `key`, if any (`.some(nil)` for an inline row).
     func file(forKey key: String) throws -> String?? {
-        try selectFile.withReset { statement in
-            try statement.bind(key, at: 1)
+        try selectFile.withText(key, boundAt: 1) { statement in
             guard try statement.step() else { return nil }
             return .some(statement.optionalString(0))
         }
     }
 
+    /// The row id and blob file of the row for `key`, if there is one: one lookup that tells a
+    /// write both the file an overwrite makes obsolete and the row id it keeps.
+    func existingRow(forKey key: String) throws -> (rowID: Int64, file: String?)? {
+        try selectExisting.withText(key, boundAt: 1) { statement in
+            guard try statement.step() else { return nil }
+            return (statement.int64(0), statement.optionalString(1))
+        }
+    }
+
     /// Inserts or replaces the row for `row.key` and ranks it most recent with `sequence`.
-    func write(_ row: Row, sequence: Int64) throws {
-        let rowID = try writeRow(row)
+    /// `existing` is the row ``existingRow(forKey:)`` found for the key in this transaction (an
+    /// overwrite keeps its row id), `nil` when there is none.
+    func write(_ row: Row, sequence: Int64, existing: Int64?) throws {
+        let rowID = try writeRow(row, existing: existing)
         try upsertAccess.withReset { statement in
             try statement.bind(rowID, at: 1)
             try statement.bind(sequence, at: 2)
@@ -485,12 +497,14 @@ final class DiskIndex {
     }
 
     /// Inserts or replaces the row for `row.key` (its access row untouched); returns its row id.
+    /// `existing`, when the caller looked the key up in this transaction: the row id found
+    /// (`.some(nil)`: no row, so the upsert inserts).
     @inline(__always)
-    func writeRow(_ row: Row) throws -> Int64 {
+    func writeRow(_ row: Row, existing: Int64?? = nil) throws -> Int64 {
         // No `RETURNING rowid`: SQLite collects returned rows in an ephemeral table, which cost
         // about 19k instructions per write. An insert sets the last insert row id (reset to 0
         // first: automatic row ids start at 1); an update of an existing row leaves it at 0, and
-        // the row id is then looked up by key.
+        // the row id is then the one the caller found, or looked up by key.
         sqlite3_set_last_insert_rowid(connection.handle, 0)
         try upsert.withReset { statement in
             try statement.bind(row.key, at: 1)
@@ -508,6 +522,7 @@ final class DiskIndex {
             try statement.step()
         }
         var rowID = sqlite3_last_insert_rowid(connection.handle)
+        if rowID == 0, case let known?? = existing { rowID = known }
         if rowID == 0 {
             rowID = try selectRowID.withText(row.key, boundAt: 1) { statement in
                 guard try statement.step() else {

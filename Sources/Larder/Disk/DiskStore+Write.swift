@@ -90,8 +90,9 @@ extension DiskStore {
                         return try writeS3FIFO(row, sequence: sequence, state: &state, index: index, now: nowMilliseconds)
                     }
                     var obsolete: [String] = []
-                    if case let previous?? = try index.file(forKey: key) { obsolete.append(previous) }
-                    try index.write(row, sequence: sequence)
+                    let existing = try index.existingRow(forKey: key)
+                    if let previous = existing?.file { obsolete.append(previous) }
+                    try index.write(row, sequence: sequence, existing: existing?.rowID)
                     obsolete += try evictIfNeeded(&state, index: index, now: nowMilliseconds, keeping: key)
                     return obsolete
                 }
