@@ -70,7 +70,12 @@ def larder_miss_ratios(replay: str, u32: Path, sizes: list[int], sized: bool = F
     command = [replay, "replay", str(u32)]
     if sized:
         command = [replay, "replay-sized", str(u32), str(u32).removesuffix(".u32") + ".sizes.u32"]
-    output = subprocess.run([*command, *map(str, sizes)], check=True, capture_output=True, text=True).stdout
+    # Swift seeds `hashValue` per process; W-TinyLFU's sketch positions come from it, so without
+    # a fixed seed its miss ratios change in the last digit from run to run.
+    environment = {**os.environ, "SWIFT_DETERMINISTIC_HASHING": "1"}
+    output = subprocess.run(
+        [*command, *map(str, sizes)], check=True, capture_output=True, text=True, env=environment
+    ).stdout
     result = {}
     for row in csv.DictReader(output.splitlines()):
         result[(row["policy"], int(row["cache_size"]))] = int(row["misses"]) / int(row["requests"])
