@@ -28,6 +28,18 @@ public func fuzzMemcachedReplies(_ start: UnsafePointer<UInt8>?, _ count: Int) -
         if let range = parsed.valueRange, range.lowerBound < 0 || range.upperBound > parsed.consumed {
             fatalError("value range \(range) outside the reply's \(parsed.consumed) bytes")
         }
+        // The flag words lie inside the status line and read back as letters with their
+        // tokens, the first O flag's number being the opaque.
+        if parsed.flagsRange.lowerBound < 0 || parsed.flagsRange.upperBound > parsed.consumed {
+            fatalError("flag range \(parsed.flagsRange) outside the reply's \(parsed.consumed) bytes")
+        }
+        let flags = bytes[(offset + parsed.flagsRange.lowerBound)..<(offset + parsed.flagsRange.upperBound)].withUnsafeBytes {
+            MetaReplyParser.flags(in: $0)
+        }
+        let firstOpaque = flags.first { $0.code == UInt8(ascii: "O") }.flatMap { $0.integerToken }.flatMap { UInt32(exactly: $0) }
+        guard flags.allSatisfy({ ($0.code | 0x20) >= 0x61 && ($0.code | 0x20) <= 0x7A }), firstOpaque == parsed.opaque else {
+            fatalError("flags \(flags) do not match the parse (opaque \(String(describing: parsed.opaque)))")
+        }
         let reply = bytes[offset..<(offset + parsed.consumed)]
         guard case .success(let again?) = parse(reply), again == parsed else {
             fatalError("the reply alone parses differently")

@@ -10,6 +10,9 @@
 #
 #   Benchmarks/Memcached/run.sh            OPS=100000 ROUNDS=3 (median of the rounds)
 #
+# LARDER_BIN=path skips the build and measures that binary; BEFORE_BIN=path also measures an
+# older build in the same rounds (its rows are named `before-larder-…`), for before/after ratios.
+#
 # Needs: memcached, libmemcached-dev, python3 with pymemcache (pip install pymemcache).
 # Not for CI: figures on a shared machine are only comparable within one run.
 set -euo pipefail
@@ -19,8 +22,12 @@ ROUNDS=${ROUNDS:-3}
 mkdir -p .build/compare results
 
 gcc -O2 -Wall -Wextra -o .build/compare/baseline_libmemcached baseline_libmemcached.c -lmemcached
-swift build -c release --product LarderMemcachedBench >&2
-LARDER="$(swift build -c release --show-bin-path)/LarderMemcachedBench"
+if [ -n "${LARDER_BIN:-}" ]; then
+    LARDER="$LARDER_BIN"
+else
+    swift build -c release --product LarderMemcachedBench >&2
+    LARDER="$(swift build -c release --show-bin-path)/LarderMemcachedBench"
+fi
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 user_args=()
@@ -39,6 +46,9 @@ for round in $(seq "$ROUNDS"); do
     "$LARDER" "$port" "$OPS" >>"$raw"
     # The same gets with swift-nio's event loops as Swift's global executor (a server's choice).
     LARDER_BENCH_NIO_EXECUTOR=1 "$LARDER" "$port" "$OPS" "store	get" >>"$raw"
+    if [ -n "${BEFORE_BIN:-}" ]; then
+        "$BEFORE_BIN" "$port" "$OPS" | sed 's/^larder-/before-larder-/' >>"$raw"
+    fi
 done
 
 python3 - "$raw" <<'PY' | tee results/memcached.md
@@ -76,7 +86,10 @@ for label, a, b, goal in [
     ("Larder quiet batch of 32 (entries(forKeys:)) ≥ 2× pymemcache get_many", ("larder-store", "get-batch", "32"), ("pymemcache", "get", "32"), 2.0),
     ("Larder quiet batch of 32, caller on the store's loop, ≥ 1× libmemcached multi-get", ("larder-store-on-loop", "get-batch", "32"), ("libmemcached", "get", "32"), 1.0),
     ("Larder quiet batch of 32, caller on the store's loop, ≥ 2× pymemcache get_many", ("larder-store-on-loop", "get-batch", "32"), ("pymemcache", "get", "32"), 2.0),
+    ("Storage.values(forKeys:) batch of 32 ≥ 1× libmemcached multi-get", ("larder-storage", "get-batch", "32"), ("libmemcached", "get", "32"), 1.0),
     ("Storage.values(forKeys:) batch of 32 ≥ 2× pymemcache get_many", ("larder-storage", "get-batch", "32"), ("pymemcache", "get", "32"), 2.0),
+    ("Storage.values(forKeys:) batch of 32, caller on the store's loop, ≥ 1× libmemcached multi-get", ("larder-storage-on-loop", "get-batch", "32"), ("libmemcached", "get", "32"), 1.0),
+    ("Storage.values(forKeys:) batch of 32, caller on the store's loop, ≥ 2× pymemcache get_many", ("larder-storage-on-loop", "get-batch", "32"), ("pymemcache", "get", "32"), 2.0),
     ("Storage get at 1 in flight vs the bare store (≈ 1)", ("larder-storage", "get", "1"), ("larder-store", "get", "1"), 0.8),
     ("Storage get at 32 in flight vs the bare store (≈ 1)", ("larder-storage", "get", "32"), ("larder-store", "get", "32"), 0.8),
     ("Storage batch of 32 vs the bare store's batch (≈ 1)", ("larder-storage", "get-batch", "32"), ("larder-store", "get-batch", "32"), 0.8),
@@ -84,4 +97,13 @@ for label, a, b, goal in [
 ]:
     r = ratio(a, b)
     print(f"| {label} | {r:.2f} | {'yes' if r >= goal else 'no'} |")
+before = sorted(k for k in median if k[0].startswith("before-"))
+if before:
+    print()
+    print("| row | before (ops/s) | after (ops/s) | after / before |")
+    print("|---|---|---|---|")
+    for key in before:
+        after = (key[0][len("before-"):],) + key[1:]
+        if after in median:
+            print(f"| {' '.join(after)} | {median[key]:,.0f} | {median[after]:,.0f} | {median[after] / median[key]:.2f} |")
 PY

@@ -312,13 +312,13 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
             if response.status == .miss { return .busy(stale: nil) }
             throw unexpected(response)
         }
-        let won = response.flags.contains("W")
-        let busy = response.flags.contains("Z")
-        let stale = response.flags.contains("X")
+        let won = response.hasFlag(UInt8(ascii: "W"))
+        let busy = response.hasFlag(UInt8(ascii: "Z"))
+        let stale = response.hasFlag(UInt8(ascii: "X"))
         // A placeholder the lease created (or that another caller's lease holds) is empty.
         let entry = (response.value?.readableBytes ?? 0) > 0 ? await accept(response, resolved: resolved) : nil
         if won {
-            guard let cas = response.flags.first("c")?.integerToken else { throw unexpected(response) }
+            guard let cas = response.integerFlag(UInt8(ascii: "c")) else { throw unexpected(response) }
             counters.leaseWins.add(1, ordering: .relaxed)
             return .won(TierLease(token: cas), stale: entry)
         }
@@ -406,8 +406,8 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
             let now = configuration.now()
             var expiration = envelope.expirationDate
             // A local copy never outlives the server's remaining TTL.
-            if let remaining = response.flags.first("t")?.token, remaining.first != UInt8(ascii: "-"),
-               let seconds = parseDecimal(remaining[...]) {
+            // (`t-1`, no TTL, reads as no number.)
+            if let seconds = response.integerFlag(UInt8(ascii: "t")) {
                 let serverEnd = now.addingTimeInterval(Double(seconds))
                 expiration = min(expiration ?? serverEnd, serverEnd)
             }
@@ -420,7 +420,7 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
             counters.rejected.add(1, ordering: .relaxed)
             counters.misses.add(1, ordering: .relaxed)
             // Delete exactly the bytes refused: a value written since then is left alone.
-            let cas = response.flags.first("c")?.integerToken.map { [MetaFlag.compareCAS($0)] } ?? []
+            let cas = response.integerFlag(UInt8(ascii: "c")).map { [MetaFlag.compareCAS($0)] } ?? []
             _ = try? await send(MetaCommand(.delete, key: resolved.key, flags: cas))
             return nil
         }

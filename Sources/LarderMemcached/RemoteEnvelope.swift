@@ -14,6 +14,8 @@ import NIOCore
 /// value copied or written under another key is a miss, never another key's value.
 struct RemoteEnvelope: Equatable {
     static let magic: [UInt8] = Array("LRDR".utf8)
+    /// `magic` as a big-endian word.
+    static let magicWord: UInt32 = 0x4C52_4452
     static let version: UInt8 = 1
     static let headerLength = 4 + 1 + 1 + 16 + 8 + 4 + 4 + 4
     static let crcOffset = headerLength - 4
@@ -92,15 +94,21 @@ struct RemoteEnvelope: Equatable {
     static func decode(
         _ bytes: UnsafeRawBufferPointer, digest: ArraySlice<UInt8>, maxPayloadLength: Int
     ) -> Result<RemoteEnvelope, Rejection> {
+        precondition(digest.count == 16, "RemoteEnvelope: a key digest is 16 bytes")
         guard bytes.count >= headerLength else {
             return .failure(!bytes.isEmpty && bytes.elementsEqual(magic.prefix(min(bytes.count, 4))) ? .truncated : .foreign)
         }
-        guard bytes.prefix(4).elementsEqual(magic), bytes[4] == version, bytes[5] <= 1 else { return .failure(.foreign) }
         func load<T: FixedWidthInteger>(_: T.Type, at offset: Int) -> T {
             T(bigEndian: bytes.loadUnaligned(fromByteOffset: offset, as: T.self))
         }
+        // Whole-word compares: these checks run for every remote hit.
+        guard load(UInt32.self, at: 0) == magicWord, bytes[4] == version, bytes[5] <= 1 else { return .failure(.foreign) }
         guard checksum(of: bytes) == load(UInt32.self, at: crcOffset) else { return .failure(.checksum) }
-        guard bytes[6..<22].elementsEqual(digest) else { return .failure(.otherKey) }
+        let sameKey = digest.withUnsafeBytes { expected in
+            expected.loadUnaligned(as: UInt64.self) == bytes.loadUnaligned(fromByteOffset: 6, as: UInt64.self)
+                && expected.loadUnaligned(fromByteOffset: 8, as: UInt64.self) == bytes.loadUnaligned(fromByteOffset: 14, as: UInt64.self)
+        }
+        guard sameKey else { return .failure(.otherKey) }
         let millis = Int64(bitPattern: load(UInt64.self, at: 22))
         let originalLength = Int(load(UInt32.self, at: 30))
         let metadataLength = Int(load(UInt32.self, at: 34))

@@ -62,6 +62,28 @@ struct MetaCodecTests {
         _ = try channel.finish()
     }
 
+    @Test func readsFlagsOfAReceivedReplyWithoutListingThem() throws {
+        // Given a reply as it comes off the wire
+        var buffer = ByteBuffer(string: "VA 2 t-1 c42 W O9 t7\r\nhi\r\n")
+        let response = try #require(try MetaResponseDecoder.parse(&buffer))
+        // Then its flags read in place as they would from the listed flags
+        #expect(response.opaque == 9)
+        #expect(response.hasFlag(UInt8(ascii: "W")))
+        #expect(!response.hasFlag(UInt8(ascii: "Z")))
+        #expect(response.integerFlag(UInt8(ascii: "c")) == 42)
+        #expect(response.integerFlag(UInt8(ascii: "t")) == nil, "the first t is -1: no number")
+        #expect(response.integerFlag(UInt8(ascii: "k")) == nil)
+        #expect(response.flags == [MetaFlag("t", "-1"), MetaFlag("c", "42"), MetaFlag("W"), MetaFlag("O", "9"), MetaFlag("t", "7")])
+        // And a reply built from a list answers the same questions
+        let listed = MetaResponse(status: .value, flags: response.flags, value: ByteBuffer(string: "hi"))
+        #expect(listed == response)
+        #expect(listed.opaque == 9 && listed.integerFlag(UInt8(ascii: "c")) == 42 && listed.hasFlag(UInt8(ascii: "W")))
+        // And setting flags replaces the opaque with the new list's
+        var changed = response
+        changed.flags = [MetaFlag("O", "5")]
+        #expect(changed.opaque == 5 && !changed.hasFlag(UInt8(ascii: "W")))
+    }
+
     @Test(arguments: [
         "XX\r\n", "VA\r\n", "VA -1\r\n", "VA 99999999999999999999999\r\n", "VA 3\r\nabcXY", "HD 1bad\r\n", "HD\n",
         "HD O\u{01}\r\n",
@@ -101,10 +123,9 @@ struct MetaCodecTests {
 
     private func pipeline() throws -> EmbeddedChannel {
         let channel = EmbeddedChannel()
-        try channel.pipeline.syncOperations.addHandlers([
-            // The request handler encodes commands itself: one buffer per flush.
-            ByteToMessageHandler(MetaResponseDecoder()), MetaRequestHandler(),
-        ])
+        // The request handler encodes commands and parses replies itself: one buffer per flush,
+        // replies read straight from each inbound buffer.
+        try channel.pipeline.syncOperations.addHandler(MetaRequestHandler())
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 11211)).wait()
         #expect(channel.isActive)
         return channel
@@ -120,6 +141,36 @@ struct MetaCodecTests {
         var outcome: Result<MetaResponse, any Error>?
         future.whenComplete { outcome = $0 }
         return outcome
+    }
+
+    @Test func theHandlerMatchesRepliesSplitAtEveryByteBoundary() throws {
+        // Given three pipelined gets whose replies (one value holding \r\n) arrive in two reads
+        let stream = Array("VA 4 t-1 O1\r\na\r\nb\r\nEN O2\r\nVA 1 c3 O3\r\nC\r\n".utf8)
+        for split in 0...stream.count {
+            let channel = try pipeline()
+            let replies = ["a", "b", "c"].map { send(channel, MetaCommand(.get, key: Array($0.utf8), flags: [.value])) }
+            // When the bytes are cut at `split`
+            try channel.writeInbound(ByteBuffer(bytes: stream[..<split]))
+            try channel.writeInbound(ByteBuffer(bytes: stream[split...]))
+            // Then every command gets its own reply, whole, and the connection stays open
+            #expect(try result(replies[0])?.get().value == ByteBuffer(string: "a\r\nb"), "split at \(split)")
+            #expect(try result(replies[1])?.get().status == .miss, "split at \(split)")
+            #expect(try result(replies[2])?.get().integerFlag(UInt8(ascii: "c")) == 3, "split at \(split)")
+            #expect(channel.isActive)
+        }
+    }
+
+    @Test func theHandlerRefusesALineLongerThanItsLimit() throws {
+        // Given a handler that takes lines of at most 16 bytes
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandler(MetaRequestHandler(maxLineLength: 16))
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 11211)).wait()
+        let reply = send(channel, MetaCommand(.get, key: Array("a".utf8), flags: [.value]))
+        // When a reply line runs past it without ending
+        try channel.writeInbound(ByteBuffer(string: "VA 1 O1 " + String(repeating: "k", count: 32)))
+        // Then the command fails and the connection closes
+        #expect(throws: MemcachedError.self) { try result(reply)?.get() }
+        #expect(!channel.isActive)
     }
 
     @Test func commandsQueuedInOneTurnLeaveInOneWriteAndABadKeyFailsOnlyItsOwn() throws {

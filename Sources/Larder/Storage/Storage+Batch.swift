@@ -23,6 +23,7 @@ extension Storage where Value: Sendable {
         var found: [Key: Value] = [:]
         found.reserveCapacity(keys.count)
         var missing: [String: Key] = [:]
+        missing.reserveCapacity(keys.count)
         for key in keys where found[key] == nil {
             if let hit = memoryEntry(forKey: key, tiers: tiers) {
                 found[key] = hit.value
@@ -48,7 +49,9 @@ extension Storage where Value: Sendable {
         }
         for (position, tier) in self.tiers.enumerated() where tiers.contains(tier.tierID) && !pending.isEmpty {
             let tierCounters = counters.tier(tier.tierID)
-            let read = try await batchRead(pending.map(\.cacheKey), from: tier)
+            // A closure, not `\.cacheKey`: a key path into this generic tuple is instantiated
+            // at run time on every call (metadata lookups and demangling, ~10% of a batch).
+            let read = try await batchRead(pending.map { $0.cacheKey }, from: tier)
             tierCounters.misses.add(pending.count - read.count, ordering: .relaxed)
             guard !read.isEmpty else { continue }
             var stillMissing = pending

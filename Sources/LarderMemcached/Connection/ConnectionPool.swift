@@ -178,10 +178,8 @@ final class ConnectionPool: Sendable {
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandlers([
-                        ByteToMessageHandler(MetaResponseDecoder(maxValueLength: maxValueLength)),
-                        MetaRequestHandler(),
-                    ])
+                    // The request handler parses replies itself, straight from each read.
+                    try channel.pipeline.syncOperations.addHandler(MetaRequestHandler(maxValueLength: maxValueLength))
                 }
             }
             .connect(host: settings.host, port: settings.port)

@@ -58,12 +58,16 @@ struct PendingCommand: Sendable {
 /// (one syscall), whatever the number of callers. ``MetaConnection`` queues the callers'
 /// commands and submits them in one turn.
 ///
+/// Reading: the handler parses replies straight from each buffer the channel reads (no
+/// separate decoder stage, so no per-reply trip through the pipeline); only the bytes of a
+/// reply that is not complete yet are kept for the next read.
+///
 /// Deadlines: replies come in order, so the oldest pending command has the earliest deadline;
 /// one timer per connection watches it. When it passes, every pending command fails with
 /// `.timeout` and the connection closes (a late reply would otherwise be read as the next
 /// command's).
 final class MetaRequestHandler: ChannelDuplexHandler {
-    typealias InboundIn = MetaResponse
+    typealias InboundIn = ByteBuffer
     typealias OutboundIn = PendingCommand
     typealias OutboundOut = ByteBuffer
 
@@ -88,6 +92,17 @@ final class MetaRequestHandler: ChannelDuplexHandler {
     private var spare: ByteBuffer?
     /// The write promises of those commands (rare: ``MetaConnection`` passes none).
     private var outgoingPromise: EventLoopPromise<Void>?
+    /// The start of a reply whose end has not arrived yet.
+    private var partial: ByteBuffer?
+    private let maxLineLength: Int
+    private let maxValueLength: Int
+
+    /// A handler that refuses reply lines longer than `maxLineLength` and values larger than
+    /// `maxValueLength` (a protocol violation: everything pending fails, the connection closes).
+    init(maxLineLength: Int = 8_192, maxValueLength: Int = 64 << 20) {
+        self.maxLineLength = maxLineLength
+        self.maxValueLength = maxValueLength
+    }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
@@ -205,7 +220,30 @@ final class MetaRequestHandler: ChannelDuplexHandler {
     // MARK: - Reading
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let response = unwrapInboundIn(data)
+        var buffer = unwrapInboundIn(data)
+        if var earlier = partial {
+            // Rare: a reply split across reads. Appending copies only when the kept bytes still
+            // share storage with an earlier read.
+            partial = nil
+            earlier.writeBuffer(&buffer)
+            buffer = earlier
+        }
+        while !isClosed {
+            let response: MetaResponse?
+            do {
+                response = try MetaResponseDecoder.parse(&buffer, maxLineLength: maxLineLength, maxValueLength: maxValueLength)
+            } catch {
+                failAll(context: context, error as? MemcachedError ?? MemcachedError(.protocolViolation, "\(error)"))
+                return
+            }
+            guard let response else { break }
+            dispatch(response, context: context)
+        }
+        if !isClosed, buffer.readableBytes > 0 { partial = buffer }
+    }
+
+    /// Hands `response` to the command it answers (settling the quiet ones it passes).
+    private func dispatch(_ response: MetaResponse, context: ChannelHandlerContext) {
         if response.status.isError {
             // Error replies carry no token: they belong to the oldest command, which must not
             // be quiet (a quiet one may have succeeded silently, so the owner is unknown).
@@ -266,6 +304,7 @@ final class MetaRequestHandler: ChannelDuplexHandler {
 
     private func failAll(context: ChannelHandlerContext, _ error: MemcachedError) {
         isClosed = true
+        partial = nil
         timer?.cancel()
         while let head = pending.popFirst() { head.sink.fail(error) }
         context.close(promise: nil)

@@ -34,13 +34,44 @@ public enum MetaReplyStatus: Sendable, Hashable {
 /// The byte-level parser of meta replies, free of swift-nio so that the fuzzer builds it alone.
 enum MetaReplyParser {
     /// One reply found at the front of a byte run.
+    ///
+    /// The flags are not copied out: `flagsRange` marks their words (checked: each a letter
+    /// and printable bytes) and ``flags(in:)`` reads them when asked, so a usual reply costs no
+    /// allocation. The opaque token, which every reply is matched by, is read in place.
     struct Parsed: Equatable {
         var status: MetaReplyStatus
-        var flags: [MetaFlag]
+        /// Where the flag words lie in the bytes parsed (empty when there are none).
+        var flagsRange: Range<Int>
+        /// The first `O` flag's token, when it is a number that fits 32 bits.
+        var opaque: UInt32?
         /// Where the value lies in the bytes parsed (`VA` only).
         var valueRange: Range<Int>?
         /// How many bytes the reply takes.
         var consumed: Int
+    }
+
+    /// The flags of checked flag words (a ``Parsed/flagsRange``), in order.
+    static func flags(in words: UnsafeRawBufferPointer) -> [MetaFlag] {
+        var flags: [MetaFlag] = []
+        forEachFlag(in: words) { code, token in
+            flags.append(MetaFlag(code: code, token: Array(token)))
+            return true
+        }
+        return flags
+    }
+
+    /// Calls `body` with each flag's letter and token in checked flag words, until it returns false.
+    static func forEachFlag(in words: UnsafeRawBufferPointer, _ body: (UInt8, UnsafeRawBufferPointer) -> Bool) {
+        var cursor = 0
+        while cursor < words.count {
+            if words[cursor] == UInt8(ascii: " ") {
+                cursor += 1
+                continue
+            }
+            let start = cursor
+            while cursor < words.count, words[cursor] != UInt8(ascii: " ") { cursor += 1 }
+            guard body(words[start], UnsafeRawBufferPointer(rebasing: words[(start + 1)..<cursor])) else { return }
+        }
     }
 
     /// Parses one reply from the front of `bytes`; `nil` when it is not complete yet.
@@ -96,7 +127,7 @@ enum MetaReplyParser {
             throw unknownReply(bytes, head)
         }
         if status.isError {
-            return Parsed(status: status, flags: [], valueRange: nil, consumed: newline + 1)
+            return Parsed(status: status, flagsRange: 0..<0, opaque: nil, valueRange: nil, consumed: newline + 1)
         }
         var valueLength: Int?
         if status == .value {
@@ -105,10 +136,11 @@ enum MetaReplyParser {
             }
             valueLength = Int(size)
         }
-        var flags: [MetaFlag] = []
-        // One allocation for the usual reply (Larder asks for at most 4 flags back).
-        if cursor < lineEnd { flags.reserveCapacity(4) }
+        var flagsRange = lineEnd..<lineEnd
+        var opaque: UInt32?
+        var sawOpaque = false
         while let word = nextWord() {
+            if flagsRange.isEmpty { flagsRange = word.lowerBound..<lineEnd }
             let code = bytes[word.lowerBound]
             guard (code >= 0x41 && code <= 0x5A) || (code >= 0x61 && code <= 0x7A) else {
                 throw MemcachedError(.protocolViolation, "a reply flag does not start with a letter")
@@ -116,17 +148,21 @@ enum MetaReplyParser {
             guard bytes[word].allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
                 throw MemcachedError(.protocolViolation, "a reply flag holds control bytes")
             }
-            flags.append(MetaFlag(code: code, token: word.count > 1 ? Array(bytes[(word.lowerBound + 1)..<word.upperBound]) : []))
+            if code == UInt8(ascii: "O"), !sawOpaque {
+                sawOpaque = true
+                opaque = parseDecimal(bytes[(word.lowerBound + 1)..<word.upperBound]).flatMap { UInt32(exactly: $0) }
+            }
         }
+        if flagsRange.isEmpty { flagsRange = 0..<0 }
         guard let valueLength else {
-            return Parsed(status: status, flags: flags, valueRange: nil, consumed: newline + 1)
+            return Parsed(status: status, flagsRange: flagsRange, opaque: opaque, valueRange: nil, consumed: newline + 1)
         }
         let valueStart = newline + 1
         guard bytes.count >= valueStart + valueLength + 2 else { return nil }
         guard bytes[valueStart + valueLength] == 0x0D, bytes[valueStart + valueLength + 1] == 0x0A else {
             throw MemcachedError(.protocolViolation, "a value is not followed by \\r\\n")
         }
-        return Parsed(status: status, flags: flags, valueRange: valueStart..<(valueStart + valueLength),
+        return Parsed(status: status, flagsRange: flagsRange, opaque: opaque, valueRange: valueStart..<(valueStart + valueLength),
                       consumed: valueStart + valueLength + 2)
     }
 

@@ -6,23 +6,103 @@ public struct MetaResponse: Sendable, Hashable {
     /// The reply's status line code.
     public typealias Status = MetaReplyStatus
 
+    /// Flags as given to `init`, or as received: the checked flag words of the status line,
+    /// read only when asked (a reply read from the wire keeps a view of them, not an array).
+    private enum Flags: Sendable {
+        case list([MetaFlag])
+        case received(ByteBuffer)
+    }
+
     public var status: Status
-    public var flags: [MetaFlag]
+    private var storedFlags: Flags
     /// The value of a `VA` reply.
     public var value: ByteBuffer?
+    /// The first `O` flag's token, read once.
+    private(set) var opaqueToken: UInt32?
 
     public init(status: Status, flags: [MetaFlag] = [], value: ByteBuffer? = nil) {
         self.status = status
-        self.flags = flags
+        storedFlags = .list(flags)
         self.value = value
+        opaqueToken = Self.firstOpaque(in: flags)
+    }
+
+    /// A reply read from the wire: `flagWords` are the status line's checked flag words.
+    init(status: Status, flagWords: ByteBuffer, opaque: UInt32?, value: ByteBuffer?) {
+        self.status = status
+        storedFlags = .received(flagWords)
+        self.value = value
+        opaqueToken = opaque
+    }
+
+    /// The reply's flags, in order.
+    public var flags: [MetaFlag] {
+        get {
+            switch storedFlags {
+            case .list(let flags): return flags
+            case .received(let words): return words.withUnsafeReadableBytes { MetaReplyParser.flags(in: $0) }
+            }
+        }
+        set {
+            storedFlags = .list(newValue)
+            opaqueToken = Self.firstOpaque(in: newValue)
+        }
     }
 
     /// The opaque token echoed from the request, if any.
-    public var opaque: UInt32? {
+    public var opaque: UInt32? { opaqueToken }
+
+    /// Whether the reply carries a flag with letter `code` (`W`, `Z`, `X`, …), without building ``flags``.
+    func hasFlag(_ code: UInt8) -> Bool {
+        var found = false
+        forEachFlag { flagCode, _ in
+            found = flagCode == code
+            return !found
+        }
+        return found
+    }
+
+    /// The token of the first flag with letter `code` as a non-negative integer (`nil` when the
+    /// flag is absent or its token is not one, as `t-1`), without building ``flags``.
+    func integerFlag(_ code: UInt8) -> UInt64? {
+        var value: UInt64?
+        var found = false
+        forEachFlag { flagCode, token in
+            guard flagCode == code else { return true }
+            found = true
+            value = parseDecimal(token)
+            return false
+        }
+        return found ? value : nil
+    }
+
+    private func forEachFlag(_ body: (UInt8, UnsafeRawBufferPointer) -> Bool) {
+        switch storedFlags {
+        case .list(let flags):
+            for flag in flags {
+                let goOn = flag.token.withUnsafeBytes { body(flag.code, $0) }
+                if !goOn { return }
+            }
+        case .received(let words):
+            words.withUnsafeReadableBytes { MetaReplyParser.forEachFlag(in: $0, body) }
+        }
+    }
+
+    private static func firstOpaque(in flags: [MetaFlag]) -> UInt32? {
         for flag in flags where flag.code == UInt8(ascii: "O") {
             return flag.integerToken.flatMap { UInt32(exactly: $0) }
         }
         return nil
+    }
+
+    public static func == (lhs: MetaResponse, rhs: MetaResponse) -> Bool {
+        lhs.status == rhs.status && lhs.value == rhs.value && lhs.flags == rhs.flags
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(status)
+        hasher.combine(flags)
+        hasher.combine(value)
     }
 }
 
@@ -30,7 +110,9 @@ public struct MetaResponse: Sendable, Hashable {
 ///
 /// Bad input (an unknown status, a malformed size, a line or value past the limits, a value
 /// not followed by `\r\n`) throws a ``MemcachedError`` with code `.protocolViolation`; the
-/// connection that produced it is then closed, never reused.
+/// connection that produced it is then closed, never reused. (``MemcachedStore``'s connections
+/// parse in their request handler with ``parse(_:maxLineLength:maxValueLength:)``; this
+/// decoder serves a pipeline of one's own.)
 public struct MetaResponseDecoder: ByteToMessageDecoder, Sendable {
     public typealias InboundOut = MetaResponse
 
@@ -58,15 +140,18 @@ public struct MetaResponseDecoder: ByteToMessageDecoder, Sendable {
     }
 
     /// Parses one reply from the front of `buffer`, consuming it; `nil` (nothing consumed)
-    /// when the reply is not complete yet.
+    /// when the reply is not complete yet. The reply's value and flags are views of `buffer`'s
+    /// storage, not copies.
     public static func parse(_ buffer: inout ByteBuffer, maxLineLength: Int = 8_192, maxValueLength: Int = 64 << 20) throws -> MetaResponse? {
         let parsed = try buffer.withUnsafeReadableBytes {
             try MetaReplyParser.parse($0, maxLineLength: maxLineLength, maxValueLength: maxValueLength)
         }
         guard let parsed else { return nil }
-        let value = parsed.valueRange.map { buffer.getSlice(at: buffer.readerIndex + $0.lowerBound, length: $0.count)! }
+        let start = buffer.readerIndex
+        let value = parsed.valueRange.map { buffer.getSlice(at: start + $0.lowerBound, length: $0.count)! }
+        let words = buffer.getSlice(at: start + parsed.flagsRange.lowerBound, length: parsed.flagsRange.count)!
         buffer.moveReaderIndex(forwardBy: parsed.consumed)
-        return MetaResponse(status: parsed.status, flags: parsed.flags, value: value)
+        return MetaResponse(status: parsed.status, flagWords: words, opaque: parsed.opaque, value: value)
     }
 }
 #endif

@@ -81,13 +81,14 @@ for inFlight in [1, 32] {
 // 32 keys per quiet batch (mg … q × 32, mn), like the baselines' multi-gets: one batch in flight
 // at a time, from a task on Swift's global executor (not from top-level code, which runs on the
 // main actor and would add two hops per batch), through the store (`entries(forKeys:)`), through
-// Storage (`values(forKeys:)`, local tiers bypassed), and through the store from a task on the
-// store's event loop.
+// Storage (`values(forKeys:)`, local tiers bypassed), and both again from a task on the store's
+// event loop.
 typealias BatchRead = @Sendable ([String]) async throws -> Int
 let batches: [(String, (any TaskExecutor)?, BatchRead)] = [
     ("store\tget-batch", nil, { try await store.entries(forKeys: $0).count }),
     ("storage\tget-batch", nil, { try await storage.values(forKeys: $0, tiers: .remote).count }),
     ("store-on-loop\tget-batch", store.taskExecutor, { try await store.entries(forKeys: $0).count }),
+    ("storage-on-loop\tget-batch", store.taskExecutor, { try await storage.values(forKeys: $0, tiers: .remote).count }),
 ]
 for (name, executor, read) in batches {
     if let only, !"\(name)\t32".contains(only) { continue }
