@@ -178,9 +178,19 @@ public final class Storage<Key: CacheKey, Value> {
     }
 
     /// The rest of a read after a memory miss: each named local tier in order.
+    ///
+    /// The entry point a client's inlined ``entry(forKey:tiers:)`` calls is this thin wrapper:
+    /// its generic form only checks for the prespecialized types and forwards, so that check
+    /// costs no metadata lookups (a generic body would look up `Optional<Value>` on every call
+    /// before it could dispatch).
     @usableFromInline
     @_specialize(where Key == String, Value == Data)
     func entryBelowMemory(forKey key: Key, tiers: StorageTiers) throws -> Entry? {
+        try readBelowMemory(forKey: key, tiers: tiers)
+    }
+
+    @inline(never)
+    private func readBelowMemory(forKey key: Key, tiers: StorageTiers) throws -> Entry? {
         // Only a call that names no local tier (nor memory) pays the full check of its names.
         if !tiers.includesMemory, !localTiers.contains(where: { tiers.contains($0.tierID) }) { try checkNamesATier(tiers) }
         // A hit is copied into memory or a faster local tier; a read that can do neither (one
