@@ -151,7 +151,12 @@ final class DiskIndex {
         // retry until the busy timeout, as the handler would.
         // A new index can give pages back to the file system (see `releaseFreePages`); the mode
         // must be chosen before the database is switched to WAL or gets its first table.
+        // Pages of 2 KiB (SQLite's default is 4 KiB): a write commits whole pages to the WAL
+        // (entry row, key index, totals, access row), each checksummed and copied, so halving
+        // the page cuts a 100 B set by about a fifth of its instructions for a few percent more
+        // per read. An existing index keeps the page size it was created with.
         if try connection.scalarInt64("SELECT count(*) FROM sqlite_schema") == 0 {
+            try connection.execute("PRAGMA page_size = \(Self.newPageSize)")
             try connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
         }
         try Self.retryingWhileBusy(for: busyTimeout) { try connection.execute("PRAGMA journal_mode = WAL") }
@@ -370,11 +375,16 @@ final class DiskIndex {
     /// The smallest log bound; it is part of the footprint's fixed slack.
     static let walFloor = 64 << 10
 
-    /// Sets the log's bound (`journal_size_limit`) and the checkpoint threshold in pages.
+    /// The page size of a new index, in bytes.
+    static let newPageSize = 2_048
+
+    /// Sets the log's bound (`journal_size_limit`) and the checkpoint threshold in pages (of
+    /// the index's own page size, so the threshold is the same number of bytes in every index).
     static func applyWALLimit(_ bytes: Int, to connection: SQLiteConnection) throws {
+        let pageSize = max(512, Int(try connection.scalarInt64("PRAGMA page_size") ?? 4_096))
         // Integers the store computed, not user data: pragmas take no bound parameters.
         try connection.execute("PRAGMA journal_size_limit = \(bytes)")
-        try connection.execute("PRAGMA wal_autocheckpoint = \(max(16, bytes / 4096))")
+        try connection.execute("PRAGMA wal_autocheckpoint = \(max(16, bytes / pageSize))")
     }
 
     /// Gives the file system back the index's free pages when more than `pages` are free (an
@@ -447,13 +457,37 @@ final class DiskIndex {
     }
 
     /// The highest recency number handed out (0 in an empty index).
+    ///
+    /// Inside a transaction, a number this connection read or wrote in this transaction, or in
+    /// the last one it committed with no commit by any other connection since (the data
+    /// version tells), is returned without a query: a write then reads nothing it already knows.
     func maxSequence() throws -> Int64 {
-        try selectSequence.withReset { statement in
+        let version = connection.isInTransaction ? connection.dataVersion() : nil
+        if let version, let known = knownSequence {
+            if known.epoch == connection.epoch && known.version == version { return known.value }
+            if known.epoch &+ 1 == connection.epoch && connection.versionAfterCommit == version {
+                knownSequence = (known.value, connection.epoch, version)
+                return known.value
+            }
+        }
+        let sequence = try selectSequence.withReset { statement in
             guard try statement.step() else {
                 throw StorageError.sqlite(code: SQLITE_CORRUPT, message: "the totals row is missing", sql: statement.sql)
             }
             return statement.int64(0)
         }
+        knownSequence = version.map { (sequence, connection.epoch, $0) }
+        return sequence
+    }
+
+    /// `totals.seq` as this connection last read or wrote it inside a transaction, with the
+    /// connection's epoch and the data version then (see ``maxSequence()``).
+    private var knownSequence: (value: Int64, epoch: UInt64, version: UInt32)?
+
+    /// Notes `sequence` as the high-water mark this transaction just wrote.
+    private func noteSequence(_ sequence: Int64) {
+        let version = connection.isInTransaction ? connection.dataVersion() : nil
+        knownSequence = version.map { (sequence, connection.epoch, $0) }
     }
 
     // MARK: - Writes (call inside a transaction)
@@ -536,10 +570,12 @@ final class DiskIndex {
 
     /// Sets the high-water mark of recency numbers (call inside a transaction).
     func setMaxSequence(_ sequence: Int64) throws {
+        knownSequence = nil
         try updateSequence.withReset { statement in
             try statement.bind(sequence, at: 1)
             try statement.step()
         }
+        noteSequence(sequence)
     }
 
     /// Ranks recorded reads in their order, after everything already ranked, then reserves
@@ -560,10 +596,7 @@ final class DiskIndex {
             }
         }
         sequence += reserving
-        try updateSequence.withReset { statement in
-            try statement.bind(sequence, at: 1)
-            try statement.step()
-        }
+        try setMaxSequence(sequence)
         return sequence
     }
 
