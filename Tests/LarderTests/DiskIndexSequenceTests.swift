@@ -35,15 +35,19 @@ struct DiskIndexSequenceTests {
         #expect(reserved == 5)
         #expect(try index.connection.transaction { try index.maxSequence() } == 5)
 
+        // (the stored mark is ahead of it: numbers up to it are reserved)
+        let reservation = DiskIndex.sequenceReservation
+        #expect(try storedSequence() == 5 + reservation)
+
         // When another connection moves the high-water mark on
         let other = try SQLiteConnection(path: indexPath)
         try other.transaction { try other.execute("UPDATE totals SET seq = seq + 100 WHERE id = 0") }
         other.close()
 
-        // Then the writer's next transaction continues from it, not from what it knew
+        // Then the writer's next transaction continues above it, not from what it knew
         let next = try index.connection.transaction { try index.recordAccesses([], reserving: 1) }
-        #expect(next == 106)
-        #expect(try storedSequence() == 106)
+        #expect(next == 5 + reservation + 100 + 1)
+        #expect(try storedSequence() == next + reservation)
     }
 
     // MARK: - Rollback
@@ -62,10 +66,35 @@ struct DiskIndexSequenceTests {
             }
         }
 
-        // Then the next transaction sees the committed mark, not the rolled-back one
-        #expect(try index.connection.transaction { try index.maxSequence() } == 3)
-        #expect(try index.connection.transaction { try index.recordAccesses([], reserving: 1) } == 4)
-        #expect(try storedSequence() == 4)
+        // Then the next transaction continues above the committed mark (3 plus the numbers
+        // reserved with it), not from the rolled-back numbers
+        let mark = 3 + DiskIndex.sequenceReservation
+        #expect(try storedSequence() == mark)
+        #expect(try index.connection.transaction { try index.maxSequence() } == mark)
+        #expect(try index.connection.transaction { try index.recordAccesses([], reserving: 1) } == mark + 1)
+    }
+
+    // MARK: - The mark is stored ahead
+
+    @Test func aRunOfWritesStoresTheMarkOncePerReservationAndAReopenContinuesAboveIt() throws {
+        // Given an index whose writer hands out numbers one transaction at a time
+        let index = try makeIndex()
+        var handedOut: [Int64] = []
+        for _ in 0..<10 {
+            handedOut.append(try index.connection.transaction { try index.recordAccesses([], reserving: 1) })
+        }
+        // Then the numbers grow by one, and the stored mark stays the first one's reservation
+        #expect(handedOut == Array(1...10))
+        #expect(try storedSequence() == 1 + DiskIndex.sequenceReservation)
+
+        // When the index is opened again
+        index.connection.close()
+        let reopened = try makeIndex()
+
+        // Then new numbers continue above every number handed out
+        let next = try reopened.connection.transaction { try reopened.recordAccesses([], reserving: 1) }
+        #expect(next > handedOut.last!)
+        #expect(next == 1 + DiskIndex.sequenceReservation + 1)
     }
 
     // MARK: - Two stores writing in turns

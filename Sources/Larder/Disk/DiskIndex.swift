@@ -17,7 +17,9 @@ import Foundation
 ///   millisecond): eviction takes the lowest first. New numbers continue from the high-water
 ///   mark `totals.seq` inside the write transaction, so they stay monotonic across processes and
 ///   reopens (it lives in the totals row, whose page every write rewrites anyway, so keeping it
-///   costs no extra page in the WAL). `seq` has no index (ranking a read is one update by row id): eviction scans for
+///   costs no extra page in the WAL). The writer stores the mark ahead of the numbers it hands
+///   out (``sequenceReservation``) and keeps it between its own commits while no other
+///   connection commits, so a run of writes reads and writes it once per reservation. `seq` has no index (ranking a read is one update by row id): eviction scans for
 ///   the lowest 256 once and keeps them as candidates, which stay exactly the least recent
 ///   ones because numbers only grow — a candidate whose number changed (read again, or its row
 ///   id reused) is dropped when it is checked.
@@ -458,36 +460,55 @@ final class DiskIndex {
 
     /// The highest recency number handed out (0 in an empty index).
     ///
-    /// Inside a transaction, a number this connection read or wrote in this transaction, or in
+    /// Inside a transaction, a number this connection handed out in this transaction, or in
     /// the last one it committed with no commit by any other connection since (the data
     /// version tells), is returned without a query: a write then reads nothing it already knows.
     func maxSequence() throws -> Int64 {
+        if let known = try validKnownSequence() { return known.value }
         let version = connection.isInTransaction ? connection.dataVersion() : nil
-        if let version, let known = knownSequence {
-            if known.epoch == connection.epoch && known.version == version { return known.value }
-            if known.epoch &+ 1 == connection.epoch && connection.versionAfterCommit == version {
-                knownSequence = (known.value, connection.epoch, version)
-                return known.value
-            }
-        }
-        let sequence = try selectSequence.withReset { statement in
+        let mark = try selectSequence.withReset { statement in
             guard try statement.step() else {
                 throw StorageError.sqlite(code: SQLITE_CORRUPT, message: "the totals row is missing", sql: statement.sql)
             }
             return statement.int64(0)
         }
-        knownSequence = version.map { (sequence, connection.epoch, $0) }
-        return sequence
+        // Numbers up to the stored mark may have been handed out: continue above it.
+        knownSequence = version.map { KnownSequence(value: mark, reserved: mark, epoch: connection.epoch, version: $0) }
+        return mark
     }
 
-    /// `totals.seq` as this connection last read or wrote it inside a transaction, with the
-    /// connection's epoch and the data version then (see ``maxSequence()``).
-    private var knownSequence: (value: Int64, epoch: UInt64, version: UInt32)?
+    /// What this connection knows of `totals.seq` (see ``maxSequence()``): the highest number
+    /// it handed out, the mark it stored (numbers up to it are reserved: another connection
+    /// continues above it), and the connection's epoch and data version then.
+    private struct KnownSequence {
+        var value: Int64
+        var reserved: Int64
+        var epoch: UInt64
+        var version: UInt32
+    }
+    private var knownSequence: KnownSequence?
 
-    /// Notes `sequence` as the high-water mark this transaction just wrote.
-    private func noteSequence(_ sequence: Int64) {
-        let version = connection.isInTransaction ? connection.dataVersion() : nil
-        knownSequence = version.map { (sequence, connection.epoch, $0) }
+    /// Numbers stored ahead in `totals.seq`, so that a run of this connection's writes with no
+    /// other connection's between them stores the mark once per this many numbers, not in
+    /// every write. Numbers only need to grow: the gaps another connection or a reopen leaves
+    /// above the last number used change no order.
+    static let sequenceReservation: Int64 = 1_024
+
+    /// ``knownSequence`` if it still holds: inside a transaction, in the same epoch and data
+    /// version, or one commit later (this connection's commit of the transaction that set it)
+    /// with no commit by another connection since.
+    private func validKnownSequence() throws -> KnownSequence? {
+        guard let known = knownSequence, connection.isInTransaction, let version = connection.dataVersion() else {
+            return nil
+        }
+        if known.epoch == connection.epoch && known.version == version { return known }
+        if known.epoch &+ 1 == connection.epoch && connection.versionAfterCommit == version {
+            let renewed = KnownSequence(value: known.value, reserved: known.reserved, epoch: connection.epoch, version: version)
+            knownSequence = renewed
+            return renewed
+        }
+        knownSequence = nil
+        return nil
     }
 
     // MARK: - Writes (call inside a transaction)
@@ -569,13 +590,26 @@ final class DiskIndex {
     }
 
     /// Sets the high-water mark of recency numbers (call inside a transaction).
+    ///
+    /// Stores `sequence` plus ``sequenceReservation`` as the mark, unless this connection
+    /// stored a mark at or above `sequence` that still holds (``maxSequence()``).
     func setMaxSequence(_ sequence: Int64) throws {
+        if var known = try validKnownSequence(), sequence <= known.reserved {
+            known.value = max(known.value, sequence)
+            knownSequence = known
+            return
+        }
         knownSequence = nil
+        let (ahead, overflow) = sequence.addingReportingOverflow(Self.sequenceReservation)
+        let reserved = overflow ? sequence : ahead
         try updateSequence.withReset { statement in
-            try statement.bind(sequence, at: 1)
+            try statement.bind(reserved, at: 1)
             try statement.step()
         }
-        noteSequence(sequence)
+        let version = connection.isInTransaction ? connection.dataVersion() : nil
+        knownSequence = version.map {
+            KnownSequence(value: sequence, reserved: reserved, epoch: connection.epoch, version: $0)
+        }
     }
 
     /// Ranks recorded reads in their order, after everything already ranked, then reserves
