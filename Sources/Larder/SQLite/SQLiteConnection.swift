@@ -79,14 +79,43 @@ final class SQLiteConnection {
         do {
             let result = try body()
             try statement("COMMIT").withReset { _ = try $0.step() }
+            epoch &+= 1
+            versionAfterCommit = dataVersion()
             return result
         } catch {
+            epoch &+= 1
+            versionAfterCommit = nil
             if sqlite3_get_autocommit(handle) == 0 {
                 try? execute("ROLLBACK")
             }
             throw error
         }
     }
+
+    // MARK: - What this connection last saw
+
+    /// Moves at the end of every ``transaction(_:)`` (commit or rollback) and at a reset: a
+    /// value cached from inside one transaction is known to hold in a later one only when the
+    /// epoch moved by exactly that transaction's commit (see ``versionAfterCommit``).
+    private(set) var epoch: UInt64 = 0
+
+    /// The main database's data version right after the last ``transaction(_:)`` committed,
+    /// `nil` when the epoch last moved for any other reason.
+    private(set) var versionAfterCommit: UInt32?
+
+    /// SQLite's data version of the main database (`SQLITE_FCNTL_DATA_VERSION`): it changes
+    /// with every commit, this connection's or any other's (in any process) that this
+    /// connection has seen; a transaction sees every commit before it. A plain read of a
+    /// counter in the pager, far cheaper than `PRAGMA data_version` or any query.
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/c_fcntl_begin_atomic_write.html#sqlitefcntldataversion>
+    func dataVersion() -> UInt32? {
+        var version: UInt32 = 0
+        return sqlite3_file_control(handle, "main", SQLITE_FCNTL_DATA_VERSION, &version) == SQLITE_OK ? version : nil
+    }
+
+    /// Whether a transaction is open on this connection.
+    var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
 
     /// Empties the database file in place — schema and content — even when it is corrupt,
     /// under SQLite's locks, so other connections to the same file see an empty database rather
@@ -95,6 +124,8 @@ final class SQLiteConnection {
     /// Related SQLite documentation: <https://www.sqlite.org/c3ref/c_dbconfig_defensive.html#sqlitedbconfigresetdatabase>
     func resetDatabase() throws {
         statements.removeAll()
+        epoch &+= 1
+        versionAfterCommit = nil
         guard csqlite_set_reset_database(handle, 1) == SQLITE_OK else { throw error(SQLITE_ERROR, sql: nil) }
         defer { _ = csqlite_set_reset_database(handle, 0) }
         try execute("VACUUM")
