@@ -4,13 +4,13 @@
 /// "least recently used overall" and "least recently used in bucket `b`" are O(1).
 @usableFromInline
 struct LRUPolicy: MemoryPolicy {
-    @usableFromInline var all = LRUList(listCount: 1)
-    @usableFromInline var byBucket: LRUList
+    @usableFromInline var all = LRUList<NoNodeValue>(listCount: 1)
+    @usableFromInline var byBucket: LRUList<NoNodeValue>
 
     /// Creates the bookkeeping for a store with `bucketCount` size buckets (0 for none).
     @inlinable
     init(bucketCount: Int) {
-        byBucket = LRUList(listCount: bucketCount)
+        byBucket = LRUList<NoNodeValue>(listCount: bucketCount)
     }
 
     /// Records a new entry in `slot`, belonging to `bucket` (or `nil`).
