@@ -185,8 +185,8 @@ struct LRUList<Value: LRUNodeValue> {
     static func link(_ node: Int32, toFrontOf sentinel: Int32, in links: UnsafeMutableBufferPointer<Link>) {
         let base = links.baseAddress.unsafelyUnwrapped
         let head = base[Int(sentinel)].next
-        base[Int(node)].previous = sentinel
-        base[Int(node)].next = head
+        // One store of the whole node (its value unchanged; nothing to load for NoNodeValue).
+        base[Int(node)] = Link(previous: sentinel, next: head, value: base[Int(node)].value)
         base[Int(head)].previous = node
         base[Int(sentinel)].next = node
     }
