@@ -14,27 +14,19 @@
 ///
 /// The front of a list is its most recently used slot, the back its least recently used.
 ///
-/// Each node can carry a small value of the policy's (`Value`) beside its links: what a policy
-/// needs of an entry it moves without being asked for it (W-TinyLFU keeps an entry's cost
-/// there, so that demoting protected's oldest entry on a hit reads the cost from the node it
-/// relinks, not from a table in another cache line). ``NoNodeValue`` (size 0) keeps a node at
-/// 8 bytes.
-///
 /// - Complexity: Every operation is O(1) except growing the storage, which is amortized O(1).
 @usableFromInline
-struct LRUList<Value: LRUNodeValue> {
-    /// The links of one node, as node indices, and its value.
+struct LRUList {
+    /// The links of one node, as node indices.
     @usableFromInline
     struct Link {
         @usableFromInline var previous: Int32
         @usableFromInline var next: Int32
-        @usableFromInline var value: Value
 
         @inlinable
-        init(previous: Int32, next: Int32, value: Value = .none) {
+        init(previous: Int32, next: Int32) {
             self.previous = previous
             self.next = next
-            self.value = value
         }
     }
 
@@ -76,21 +68,6 @@ struct LRUList<Value: LRUNodeValue> {
     func slot(after slot: Int) -> Int? {
         let next = links[Int(node(slot))].next
         return Int(next) < listCount ? nil : self.slot(ofNode: next)
-    }
-
-    /// The value kept in `slot`'s node (``LRUNodeValue/none`` until set).
-    @inlinable @inline(__always)
-    func value(of slot: Int) -> Value {
-        links.withUnsafeBufferPointer { $0[Int(node(slot))].value }
-    }
-
-    /// Inserts `slot`, which must not be in any list, at the front of `list`, with `value` in
-    /// its node.
-    @inlinable
-    mutating func pushFront(_ slot: Int, in list: Int, value: Value) {
-        pushFront(slot, in: list)
-        let node = Int(node(slot))
-        links.withUnsafeMutableBufferPointer { $0[node].value = value }
     }
 
     /// Inserts `slot`, which must not be in any list, at the front of `list`.
@@ -148,26 +125,24 @@ struct LRUList<Value: LRUNodeValue> {
 
     /// Moves `slot`, which `list` contains, to the front of `target`, then, when `demote` is
     /// true, moves `target`'s last slot (the least recently used, maybe `slot` itself) to the
-    /// front of `list`. Returns that demoted slot, or -1, and its node's value.
+    /// front of `list`. Returns that demoted slot, or -1.
     ///
     /// ``move(_:from:toFrontOf:)`` twice in one pass over the raw buffer (one uniqueness check):
     /// the hot path of a W-TinyLFU hit in probation, whose promotion to protected pushes
     /// protected's oldest entry back to probation.
     @inlinable @inline(__always)
-    mutating func promote(
-        _ slot: Int, from list: Int, toFrontOf target: Int, demotingLast demote: Bool
-    ) -> (slot: Int, value: Value) {
+    mutating func promote(_ slot: Int, from list: Int, toFrontOf target: Int, demotingLast demote: Bool) -> Int {
         let node = node(slot)
         let listCount = listCount
         return links.withUnsafeMutableBufferPointer { links in
             let sentinel = Int32(truncatingIfNeeded: target)
             Self.unlink(node, in: links)
             Self.link(node, toFrontOf: sentinel, in: links)
-            guard demote else { return (-1, .none) }
+            guard demote else { return -1 }
             let last = links.baseAddress.unsafelyUnwrapped[Int(sentinel)].previous
             Self.unlink(last, in: links)
             Self.link(last, toFrontOf: Int32(truncatingIfNeeded: list), in: links)
-            return (Int(last) &- listCount, links.baseAddress.unsafelyUnwrapped[Int(last)].value)
+            return Int(last) &- listCount
         }
     }
 
@@ -185,8 +160,7 @@ struct LRUList<Value: LRUNodeValue> {
     static func link(_ node: Int32, toFrontOf sentinel: Int32, in links: UnsafeMutableBufferPointer<Link>) {
         let base = links.baseAddress.unsafelyUnwrapped
         let head = base[Int(sentinel)].next
-        // One store of the whole node (its value unchanged; nothing to load for NoNodeValue).
-        base[Int(node)] = Link(previous: sentinel, next: head, value: base[Int(node)].value)
+        base[Int(node)] = Link(previous: sentinel, next: head)
         base[Int(head)].previous = node
         base[Int(sentinel)].next = node
     }
@@ -210,18 +184,4 @@ struct LRUList<Value: LRUNodeValue> {
             links.append(Link(previous: Int32(truncatingIfNeeded: list), next: Int32(truncatingIfNeeded: list)))
         }
     }
-}
-
-/// What an ``LRUList`` node can carry beside its links.
-@usableFromInline
-protocol LRUNodeValue {
-    /// The value of a node nobody set (and of the sentinels).
-    static var none: Self { get }
-}
-
-/// No value: a node is its two links (8 bytes).
-@usableFromInline
-struct NoNodeValue: LRUNodeValue {
-    @inlinable init() {}
-    @inlinable static var none: NoNodeValue { NoNodeValue() }
 }

@@ -4,13 +4,13 @@
 /// "least recently used overall" and "least recently used in bucket `b`" are O(1).
 @usableFromInline
 struct LRUPolicy: MemoryPolicy {
-    @usableFromInline var all = LRUList<NoNodeValue>(listCount: 1)
-    @usableFromInline var byBucket: LRUList<NoNodeValue>
+    @usableFromInline var all = LRUList(listCount: 1)
+    @usableFromInline var byBucket: LRUList
 
     /// Creates the bookkeeping for a store with `bucketCount` size buckets (0 for none).
     @inlinable
     init(bucketCount: Int) {
-        byBucket = LRUList<NoNodeValue>(listCount: bucketCount)
+        byBucket = LRUList(listCount: bucketCount)
     }
 
     /// Records a new entry in `slot`, belonging to `bucket` (or `nil`).

@@ -65,8 +65,8 @@ struct S3FIFOPolicy: MemoryPolicy {
     @inlinable static var smallList: Int { 0 }
     @inlinable static var mainList: Int { 1 }
 
-    @usableFromInline var queues = LRUList<NoNodeValue>(listCount: 2)
-    @usableFromInline var bucketQueues: LRUList<NoNodeValue>
+    @usableFromInline var queues = LRUList(listCount: 2)
+    @usableFromInline var bucketQueues: LRUList
     @usableFromInline var meta: ContiguousArray<Meta> = []
 
     @usableFromInline var smallCount = 0
@@ -97,7 +97,7 @@ struct S3FIFOPolicy: MemoryPolicy {
         bucketMainCapacities = bucketCountLimits.map { $0 - Self.smallShare($0) }
         bucketSmallCounts = Array(repeating: 0, count: bucketCountLimits.count)
         bucketMainCounts = Array(repeating: 0, count: bucketCountLimits.count)
-        bucketQueues = LRUList<NoNodeValue>(listCount: 2 * bucketCountLimits.count)
+        bucketQueues = LRUList(listCount: 2 * bucketCountLimits.count)
     }
 
     static func smallShare(_ limit: Int) -> Int { Int((Double(limit) * smallRatio).rounded(.down)) }

@@ -54,29 +54,23 @@ struct WTinyLFUPolicy: MemoryPolicy {
         }
     }
 
-    /// An entry's cost, kept in its node of ``lists`` too, so that a hit that demotes
-    /// protected's oldest entry reads its cost from the node it relinks (a line the move
-    /// touches anyway) rather than from ``meta`` (a likely cache miss: about 0.8 of a
-    /// last-level miss per scattered hit in callgrind's cache simulation).
-    @usableFromInline
-    struct NodeCost: LRUNodeValue {
-        @usableFromInline var cost: Int
-
-        @inlinable init(cost: Int) { self.cost = cost }
-        @inlinable static var none: NodeCost { NodeCost(cost: 0) }
-    }
-
     @inlinable static var windowList: Int { 0 }
     @inlinable static var probationList: Int { 1 }
     @inlinable static var protectedList: Int { 2 }
     /// The sketch starts at most this large and doubles as a store fills.
     static let initialSketchCapacity = 1_024
 
-    @usableFromInline var lists = LRUList<NodeCost>(listCount: 3)
-    @usableFromInline var bucketLists: LRUList<NoNodeValue>
+    @usableFromInline var lists = LRUList(listCount: 3)
+    @usableFromInline var bucketLists: LRUList
     @usableFromInline var meta: ContiguousArray<Meta> = []
     /// Each slot's list, apart from ``meta`` so that a hit reads one byte of a small array.
     @usableFromInline var segments: ContiguousArray<Segment> = []
+    /// Each slot's cost (as in ``meta``), 8 bytes a slot, so that a hit that demotes
+    /// protected's oldest entry reads its cost from a small array rather than from ``meta``
+    /// (24 bytes a slot: about 0.8 of a last-level miss per scattered hit in callgrind's cache
+    /// simulation). Kept apart from the list nodes, which it would make twice as large for
+    /// every hit (measured: Zipf hits, mostly in protected, slowed by it).
+    @usableFromInline var slotCosts: ContiguousArray<Int> = []
     /// Entries and costs per list (window, probation, protected).
     @usableFromInline var counts = (0, 0, 0)
     @usableFromInline var costs = (0, 0, 0)
@@ -141,13 +135,16 @@ struct WTinyLFUPolicy: MemoryPolicy {
         let entry = Meta(keyHash: keyHash, cost: cost, bucket: Int32(bucket ?? -1))
         if slot < meta.count {
             meta[slot] = entry
+            slotCosts[slot] = cost
             segments[slot] = .pendingNew
         } else {
             while meta.count < slot {
                 meta.append(Meta(keyHash: 0, cost: 0, bucket: -1))
+                slotCosts.append(0)
                 segments.append(.none)
             }
             meta.append(entry)
+            slotCosts.append(cost)
             segments.append(.pendingNew)
         }
     }
@@ -164,6 +161,7 @@ struct WTinyLFUPolicy: MemoryPolicy {
         case .none, .pendingNew: segments[slot] = .pendingNew
         }
         meta[slot].cost = cost
+        slotCosts[slot] = cost
         meta[slot].bucket = Int32(bucket ?? -1)
     }
 
@@ -230,7 +228,7 @@ struct WTinyLFUPolicy: MemoryPolicy {
         counts.2 &+= 1
         costs.2 &+= cost
         let demotes = counts.2 > protectedCountCapacity || costs.2 > protectedCostCapacity
-        let (demoted, demotedCost) = lists.promote(
+        let demoted = lists.promote(
             slot, from: Self.probationList, toFrontOf: Self.protectedList, demotingLast: demotes)
         if demoted < 0 {
             segments.withUnsafeMutableBufferPointer { $0[slot] = .protected }
@@ -241,10 +239,11 @@ struct WTinyLFUPolicy: MemoryPolicy {
             segments[slot] = .protected
             segments[demoted] = .probation
         }
+        let demotedCost = slotCosts.withUnsafeBufferPointer { $0[demoted] }
         counts.2 &-= 1
-        costs.2 &-= demotedCost.cost
+        costs.2 &-= demotedCost
         counts.1 &+= 1
-        costs.1 &+= demotedCost.cost
+        costs.1 &+= demotedCost
         if hasBuckets {
             if let bucket { moveInBucket(slot, bucket: bucket, from: Self.probationList, toFrontOf: Self.protectedList) }
             let demotedBucket = meta.withUnsafeBufferPointer { $0[demoted].bucket }
@@ -347,7 +346,7 @@ struct WTinyLFUPolicy: MemoryPolicy {
         // list pass (this runs on every hit in probation once protected is full).
         while counts.2 > protectedCountCapacity || costs.2 > protectedCostCapacity,
               let oldest = lists.last(in: Self.protectedList) {
-            let cost = lists.value(of: oldest).cost
+            let cost = slotCosts.withUnsafeBufferPointer { $0[oldest] }
             lists.move(oldest, from: Self.protectedList, toFrontOf: Self.probationList)
             segments.withUnsafeMutableBufferPointer { $0[oldest] = .probation }
             counts.2 &-= 1
@@ -390,7 +389,7 @@ struct WTinyLFUPolicy: MemoryPolicy {
     mutating func link(_ slot: Int, in list: Int) {
         let entry = meta[slot]
         segments[slot] = list == Self.windowList ? .window : list == Self.probationList ? .probation : .protected
-        lists.pushFront(slot, in: list, value: NodeCost(cost: entry.cost))
+        lists.pushFront(slot, in: list)
         switch list {
         case Self.windowList: counts.0 += 1; costs.0 += entry.cost
         case Self.probationList: counts.1 += 1; costs.1 += entry.cost
@@ -427,6 +426,7 @@ struct WTinyLFUPolicy: MemoryPolicy {
         lists.removeAll()
         bucketLists.removeAll()
         meta.removeAll(keepingCapacity: true)
+        slotCosts.removeAll(keepingCapacity: true)
         segments.removeAll(keepingCapacity: true)
         counts = (0, 0, 0)
         costs = (0, 0, 0)
@@ -461,8 +461,8 @@ struct WTinyLFUPolicy: MemoryPolicy {
         if [costs.0, costs.1, costs.2] != all.map({ $0.reduce(0) { $0 + meta[$1].cost } }) {
             problems.append("list costs \(costs) disagree with the entries")
         }
-        for slot in all.joined() where lists.value(of: slot).cost != meta[slot].cost {
-            problems.append("slot \(slot) node cost \(lists.value(of: slot).cost) != its cost \(meta[slot].cost)")
+        for slot in all.joined() where slotCosts[slot] != meta[slot].cost {
+            problems.append("slot \(slot) cost \(slotCosts[slot]) != its cost \(meta[slot].cost)")
         }
         for (list, slots) in all.enumerated() {
             for slot in slots where segments[slot] != marks[list] {
