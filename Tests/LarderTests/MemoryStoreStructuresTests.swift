@@ -89,6 +89,34 @@ struct MemoryStoreStructuresTests {
         #expect(lists.slots(in: 0) == [0] && lists.first(in: 0) == 0 && lists.last(in: 0) == 0)
     }
 
+    @Test func promotingASlotDemotesTheTargetListsOldestSlot() {
+        // Given list 0 (probation) = [2, 1, 0] and list 1 (protected) = [5, 4, 3]
+        var lists = LRUList(listCount: 2)
+        for slot in 0..<3 { lists.pushFront(slot, in: 0) }
+        for slot in 3..<6 { lists.pushFront(slot, in: 1) }
+        // When a middle slot is promoted with a demotion
+        let demoted = lists.promote(1, from: 0, toFrontOf: 1, demotingLast: true)
+        // Then it leads list 1, and list 1's oldest, returned, leads list 0
+        #expect(demoted == 3)
+        #expect(lists.slots(in: 0) == [3, 2, 0] && lists.slots(in: 1) == [1, 5, 4])
+        #expect(lists.last(in: 0) == 0 && lists.last(in: 1) == 4)
+        // And a promotion without a demotion only moves the slot (here the last of list 0)
+        #expect(lists.promote(0, from: 0, toFrontOf: 1, demotingLast: false) == -1)
+        #expect(lists.slots(in: 0) == [3, 2] && lists.slots(in: 1) == [0, 1, 5, 4] && lists.last(in: 0) == 2)
+    }
+
+    @Test func promotingIntoAnEmptyListWithADemotionMovesTheSlotBack() {
+        // Given list 0 = [1, 0] and an empty list 1
+        var lists = LRUList(listCount: 2)
+        lists.pushFront(0, in: 0)
+        lists.pushFront(1, in: 0)
+        // When its oldest is promoted to list 1, whose oldest is then demoted
+        let demoted = lists.promote(0, from: 0, toFrontOf: 1, demotingLast: true)
+        // Then that is the promoted slot itself, now at list 0's front, and list 1 is empty again
+        #expect(demoted == 0)
+        #expect(lists.slots(in: 0) == [0, 1] && lists.first(in: 1) == nil && lists.last(in: 1) == nil)
+    }
+
     // MARK: - Expiry heap
 
     @Test func removeExpiredRemovesExactlyTheExpiredEntriesAmongRandomExpirations() throws {

@@ -208,14 +208,20 @@ final class SketchTable {
     @usableFromInline let words: UnsafeMutablePointer<UInt64>
     @usableFromInline let count: Int
 
-    /// `count` zeroed words.
+    /// The alignment of the words: a block of 8 words is one 64-byte cache line only if the
+    /// table starts on a line (`malloc` aligns to 16 bytes, so three blocks in four would
+    /// straddle two lines and an increment would touch both).
+    @usableFromInline static var alignment: Int { 64 }
+
+    /// `count` zeroed words, the first at a multiple of 64 bytes.
     init(count: Int) {
-        words = .allocate(capacity: Swift.max(count, 1))
-        words.initialize(repeating: 0, count: Swift.max(count, 1))
+        let raw = UnsafeMutableRawPointer.allocate(
+            byteCount: Swift.max(count, 1) * MemoryLayout<UInt64>.stride, alignment: Self.alignment)
+        words = raw.initializeMemory(as: UInt64.self, repeating: 0, count: Swift.max(count, 1))
         self.count = count
     }
 
     deinit {
-        words.deallocate()
+        UnsafeMutableRawPointer(words).deallocate()
     }
 }

@@ -123,6 +123,29 @@ struct LRUList {
         }
     }
 
+    /// Moves `slot`, which `list` contains, to the front of `target`, then, when `demote` is
+    /// true, moves `target`'s last slot (the least recently used, maybe `slot` itself) to the
+    /// front of `list`. Returns that demoted slot, or -1.
+    ///
+    /// ``move(_:from:toFrontOf:)`` twice in one pass over the raw buffer (one uniqueness check):
+    /// the hot path of a W-TinyLFU hit in probation, whose promotion to protected pushes
+    /// protected's oldest entry back to probation.
+    @inlinable @inline(__always)
+    mutating func promote(_ slot: Int, from list: Int, toFrontOf target: Int, demotingLast demote: Bool) -> Int {
+        let node = node(slot)
+        let listCount = listCount
+        return links.withUnsafeMutableBufferPointer { links in
+            let sentinel = Int32(truncatingIfNeeded: target)
+            Self.unlink(node, in: links)
+            Self.link(node, toFrontOf: sentinel, in: links)
+            guard demote else { return -1 }
+            let last = links.baseAddress.unsafelyUnwrapped[Int(sentinel)].previous
+            Self.unlink(last, in: links)
+            Self.link(last, toFrontOf: Int32(truncatingIfNeeded: list), in: links)
+            return Int(last) &- listCount
+        }
+    }
+
     /// Unlinks `node` from the list that holds it.
     @inlinable @inline(__always)
     static func unlink(_ node: Int32, in links: UnsafeMutableBufferPointer<Link>) {

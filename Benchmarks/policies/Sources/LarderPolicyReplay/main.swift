@@ -4,6 +4,7 @@
 //   LarderPolicyReplay replay <trace.u32> <cacheSize>...   → CSV: policy,cache_size,requests,misses
 //   LarderPolicyReplay replay-sized <trace.u32> <sizes.u32> <bytes>... → CSV: policy,cache_size,requests,misses
 //   LarderPolicyReplay time [entries] [operations] [rounds] [policy] → CSV: policy,operation,ns_per_op
+//   LarderPolicyReplay hits <policy> [entries] [operations] [scattered|zipf] → one read loop, for profilers
 //   LarderPolicyReplay replay-disk <trace.u32> <sizes.u32> <sizeLimit>... → CSV: policy,size_limit,requests,misses
 //
 // A trace is a flat file of little-endian UInt32 object ids, one per request. Every object has
@@ -109,10 +110,8 @@ func scrambled(_ i: Int, _ n: Int) -> UInt32 {
     UInt32((i &* 2_654_435_761) % n)
 }
 
-func time(entries: Int, operations: Int, rounds: Int, only: String?) throws {
-    print("policy,operation,ns_per_op")
-    var best: [String: Double] = [:]
-    // 65,536 keys drawn from Zipf(1.0) over 0..<entries (inverse CDF on a fixed LCG stream).
+/// 65,536 keys drawn from Zipf(1.0) over 0..<entries (inverse CDF on a fixed LCG stream).
+func zipfKeys(entries: Int) -> [UInt32] {
     var weights = (1...entries).map { 1 / Double($0) }
     let total = weights.reduce(0, +)
     var running = 0.0
@@ -121,7 +120,7 @@ func time(entries: Int, operations: Int, rounds: Int, only: String?) throws {
         weights[index] = running
     }
     var state: UInt64 = 20231023
-    let zipfKeys: [UInt32] = (0..<65_536).map { _ in
+    return (0..<65_536).map { _ in
         state = state &* 6364136223846793005 &+ 1442695040888963407
         let u = Double(state >> 11) / Double(1 << 53)
         var low = 0, high = entries - 1
@@ -131,25 +130,55 @@ func time(entries: Int, operations: Int, rounds: Int, only: String?) throws {
         }
         return scrambled(low, entries)
     }
+}
+
+/// A full store of `entries` keys (0..<entries) plus fillers. W-TinyLFU's store overflows once
+/// after the fill, so the entries leave the window for main (probation, protected), where hits
+/// promote, demote and count in the sketch, as in a running cache.
+func makeWarmStore(_ policy: EvictionPolicy, entries: Int) throws -> MemoryStore<UInt32, UInt32> {
+    let warm = warmCount(entries)
+    let store = try makeStore(policy, countLimit: entries + warm)
+    for i in 0..<entries { store.setValue(UInt32(i), forKey: UInt32(i), cost: 1) }
+    for i in 0..<(policy == .wTinyLFU ? warm + 1 : warm) {
+        store.setValue(0, forKey: UInt32.max - UInt32(i), cost: 1)
+    }
+    return store
+}
+
+/// The fillers of ``makeWarmStore(_:entries:)``: main's share (99% of the limit) holds every entry.
+func warmCount(_ entries: Int) -> Int { entries / 100 + 2 }
+
+/// `operations` reads of resident keys: the scattered walk, or `keys` in turn (a power-of-two
+/// count). Not inlined, so that a profiler can count this loop alone
+/// (`valgrind --tool=callgrind --toggle-collect='*readLoop*'`).
+@inline(never)
+func readLoop(_ store: MemoryStore<UInt32, UInt32>, entries: Int, operations: Int, keys: [UInt32]?) -> UInt32 {
+    var sink: UInt32 = 0
+    if let keys {
+        for i in 0..<operations { sink &+= store.value(forKey: keys[i & (keys.count - 1)]) ?? 0 }
+    } else {
+        for i in 0..<operations { sink &+= store.value(forKey: scrambled(i, entries)) ?? 0 }
+    }
+    return sink
+}
+
+func time(entries: Int, operations: Int, rounds: Int, only: String?) throws {
+    print("policy,operation,ns_per_op")
+    var best: [String: Double] = [:]
+    let zipfKeys = zipfKeys(entries: entries)
     for _ in 0..<rounds {
         for (name, policy) in policies where only == nil || only == name {
-            // Hits: a full store, every read finds its key. W-TinyLFU's store overflows once
-            // after the fill, so the entries leave the window for main (probation, protected),
-            // where hits promote, demote and count in the sketch, as in a running cache.
-            let warm = entries / 100 + 2  // main's share (99% of the limit) holds every entry
-            let store = try makeStore(policy, countLimit: entries + warm)
-            for i in 0..<entries { store.setValue(UInt32(i), forKey: UInt32(i), cost: 1) }
-            for i in 0..<(policy == .wTinyLFU ? warm + 1 : warm) {
-                store.setValue(0, forKey: UInt32.max - UInt32(i), cost: 1)
-            }
+            // Hits: a full store (see makeWarmStore), every read finds its key.
+            let store = try makeWarmStore(policy, entries: entries)
+            let warm = warmCount(entries)
             var sink: UInt32 = 0
             let hit = nanoseconds(operations) {
-                for i in 0..<operations { sink &+= store.value(forKey: scrambled(i, entries)) ?? 0 }
+                sink &+= readLoop(store, entries: entries, operations: operations, keys: nil)
             }
             // Zipf hits: the same store, keys drawn from Zipf(1.0) over the resident entries (hot
             // keys hit often: fewer SLRU promotions than the uniform walk above).
             let zipfHit = nanoseconds(operations) {
-                for i in 0..<operations { sink &+= store.value(forKey: zipfKeys[i & (zipfKeys.count - 1)]) ?? 0 }
+                sink &+= readLoop(store, entries: entries, operations: operations, keys: zipfKeys)
             }
             // Misses: reads of keys that were never stored.
             let miss = nanoseconds(operations) {
@@ -212,6 +241,22 @@ case "time":
     let rounds = arguments.count > 3 ? Int(arguments[arguments.startIndex + 3])! : 5
     let only = arguments.count > 4 ? arguments[arguments.startIndex + 4] : nil
     try time(entries: entries, operations: operations, rounds: rounds, only: only)
+case "hits" where arguments.count >= 2:
+    // One policy's read loop alone, for profilers: hits <policy> [entries] [operations] [scattered|zipf].
+    let name = arguments[arguments.startIndex + 1]
+    guard let policy = policies.first(where: { $0.0 == name })?.1 else {
+        FileHandle.standardError.write(Data("unknown policy \(name)\n".utf8))
+        exit(2)
+    }
+    let entries = arguments.count > 2 ? Int(arguments[arguments.startIndex + 2])! : 10_000
+    let operations = arguments.count > 3 ? Int(arguments[arguments.startIndex + 3])! : 2_000_000
+    let zipf = arguments.count > 4 && arguments[arguments.startIndex + 4] == "zipf"
+    let store = try makeWarmStore(policy, entries: entries)
+    let clock = ContinuousClock()
+    let start = clock.now
+    let sink = readLoop(store, entries: entries, operations: operations, keys: zipf ? zipfKeys(entries: entries) : nil)
+    let (seconds, attoseconds) = (clock.now - start).components
+    print("\(name),\(zipf ? "zipf_hit" : "hit"),\(String(format: "%.1f", (Double(seconds) * 1e9 + Double(attoseconds) / 1e9) / Double(operations))),\(sink)")
 default:
     FileHandle.standardError.write(Data("usage: LarderPolicyReplay replay <trace.u32> <cacheSize>... | replay-sized <trace.u32> <sizes.u32> <bytes>... | time [entries] [operations]\n".utf8))
     exit(2)
