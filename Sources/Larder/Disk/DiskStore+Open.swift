@@ -107,6 +107,15 @@ extension DiskStore {
         let path = index.connection.path
         configuration.logHandler?("index \(path) is corrupt (\(error)); emptying it and starting over")
         retireReaders(closing: false)
+        // Readers that open a connection during the reset can find the index emptied and not
+        // yet rebuilt: the generation moves again when it is done, so they read again.
+        readers.withLock { $0.resetsInProgress += 1 }
+        defer {
+            readers.withLock { pool in
+                pool.resetsInProgress -= 1
+                pool.generation += 1
+            }
+        }
         discardPendingAccesses()
         index.connection.close()
         state.index = nil

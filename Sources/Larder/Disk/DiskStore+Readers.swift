@@ -65,7 +65,7 @@ extension DiskStore {
                 return result
             } catch let error as StorageError where attempt < 2 {
                 attempt += 1
-                let isReset = readers.withLock { $0.generation } != generation
+                let isReset = hasResetSince(generation)
                 if error.isDatabaseCorruption && attempt == 1 {
                     try state.withLock { state in
                         guard readers.withLock({ $0.generation }) == generation else { return }
@@ -76,6 +76,19 @@ extension DiskStore {
                 } // Else another thread reset the index under this read (a reader can then see
                   // its tables missing): read again, on a connection to the new index.
             }
+        }
+    }
+
+    /// Whether the index was reset since the pool's `generation`, waiting for a reset under
+    /// way to finish first: a read that failed during one (which can see the index emptied and
+    /// not yet rebuilt) is then read again. Only a failed read asks, so the wait costs nothing
+    /// on the read path; the reset holds the writer's lock, which no reader holds.
+    private func hasResetSince(_ generation: Int) -> Bool {
+        while true {
+            let (current, resetting) = readers.withLock { ($0.generation, $0.resetsInProgress > 0) }
+            if current != generation { return true }
+            if !resetting { return false }
+            usleep(1_000)
         }
     }
 

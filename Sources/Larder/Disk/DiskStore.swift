@@ -99,6 +99,9 @@ public final class DiskStore: Sendable {
     struct ReaderPool {
         var idle: [PooledReader] = []
         var generation = 0
+        /// Resets of the index under way (see ``resetCorruptIndex(_:error:)``): a read that
+        /// fails meanwhile may have seen the index emptied but not yet rebuilt.
+        var resetsInProgress = 0
         var isClosed = false
         /// Hit and miss counts and the reads waiting to be ranked in `access`.
         var log = ReadLog()
