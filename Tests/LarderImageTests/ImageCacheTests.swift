@@ -673,10 +673,16 @@ struct ImageCacheTests {
         let gate = DispatchSemaphore(value: 0)
         let server = try TestHTTPServer { path, _ in
             order.withLock { $0.append(path) }
-            if path == "/hold.png" { _ = gate.wait(timeout: .now() + 60) }
+            if path == "/hold.png" { _ = gate.wait(timeout: .now() + 300) }
             return TestHTTPServer.Response(headers: [("Content-Type", "image/png")], body: png)
         }
-        let fetcher = HTTPImageFetcher { $0.maximumAttempts = 1; $0.maximumConcurrentDownloads = 1 }
+        // (A long request timeout: tests that block the cooperative pool, such as the crash
+        // rounds, can stall this test's polling past the default 60 s while the held request waits.)
+        let fetcher = HTTPImageFetcher {
+            $0.maximumAttempts = 1
+            $0.maximumConcurrentDownloads = 1
+            $0.timeout = .seconds(300)
+        }
         let cache = try makeCache(fetcher: fetcher) { $0.maximumConcurrentPrefetches = 4 }
         let hold = Task { try await cache.image(for: ImageKey(server.url("/hold.png"))) }
         while server.requestCount("/hold.png") == 0 { try await Task.sleep(for: .milliseconds(5)) }

@@ -381,12 +381,18 @@ final class DiskIndex {
     static let newPageSize = 2_048
 
     /// Sets the log's bound (`journal_size_limit`) and the checkpoint threshold in pages (of
-    /// the index's own page size, so the threshold is the same number of bytes in every index).
+    /// the index's own page size, so the threshold is the same number of bytes in every index),
+    /// installing the connection's ``SQLiteLogMonitor`` the first time.
     static func applyWALLimit(_ bytes: Int, to connection: SQLiteConnection) throws {
         let pageSize = max(512, Int(try connection.scalarInt64("PRAGMA page_size") ?? 4_096))
         // Integers the store computed, not user data: pragmas take no bound parameters.
         try connection.execute("PRAGMA journal_size_limit = \(bytes)")
-        try connection.execute("PRAGMA wal_autocheckpoint = \(max(16, bytes / pageSize))")
+        let threshold = max(16, bytes / pageSize)
+        if let monitor = connection.logMonitor {
+            monitor.setThreshold(threshold)
+        } else {
+            connection.installLogMonitor(SQLiteLogMonitor(threshold: threshold, path: connection.path, queue: larderIOQueue))
+        }
     }
 
     /// Gives the file system back the index's free pages when more than `pages` are free (an

@@ -129,7 +129,9 @@ extension DiskStore {
         var totals = try index.totals()
         var obsolete: [String] = []
         func isOver() -> Bool { totals.count > targetCount || totals.size > targetSize || totals.charge > targetCharge }
-        defer { if !obsolete.isEmpty { try? index.releaseFreePages(beyond: 16) } }
+        // Rows stored inline free pages as blob rows do: give them back either way.
+        let countBefore = totals.count
+        defer { if totals.count < countBefore || !obsolete.isEmpty { try? index.releaseFreePages(beyond: 16) } }
         while isOver() {
             let batch = try index.deleteExpired(now: now, limit: batchSize)
             state.statistics.expirations += batch.count

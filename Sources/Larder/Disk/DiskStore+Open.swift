@@ -89,6 +89,8 @@ extension DiskStore {
             retireReaders(closing: true)
             _ = try? index.connection.transaction { try flushAccesses(index: index) }
             try? index.connection.transaction { try index.setMeta("dirty", 0) }
+            // No background pass may hold the checkpoint lock now: SQLite does not wait for one.
+            index.connection.logMonitor?.retire()
             try? index.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             index.connection.close()
             state.index = nil

@@ -166,7 +166,10 @@ extension DiskStore {
         state.writesSinceCheckpoint += 1
         guard state.writesSinceCheckpoint >= checkpointInterval else { return }
         state.writesSinceCheckpoint = 0
-        // Readers in other connections may keep part of the WAL alive; that is not an error.
+        // Only a log the passive checkpoints fail to start over (readers in other connections
+        // keeping old snapshots alive) needs this one, which waits for them; otherwise it
+        // would only cost the writing thread a copy and two `fdatasync`s.
+        guard index.connection.logMonitor?.isOverBound ?? true else { return }
         try? index.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     }
 }

@@ -134,7 +134,8 @@ public final class DiskStore: Sendable {
     static let idleReaderLimit = 4
     /// Rows deleted per statement when expiring or evicting.
     static let batchSize = 256
-    /// A `wal_checkpoint(TRUNCATE)` runs after this many write transactions.
+    /// Every this many write transactions, a log still a quarter past its bound (see
+    /// ``SQLiteLogMonitor/isOverBound``) gets a `wal_checkpoint(TRUNCATE)`, which waits for readers.
     static let checkpointInterval = 1_000
     /// Files in `tmp/` and unreferenced blobs younger than this are left alone by the sweep:
     /// another store may be between writing them and committing their row.

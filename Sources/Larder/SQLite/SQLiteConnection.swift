@@ -10,6 +10,8 @@ final class SQLiteConnection {
     let handle: OpaquePointer
     let path: String
     private var statements: [String: SQLiteStatement] = [:]
+    /// The log hook's state (see ``installLogMonitor(_:)``), kept alive with the connection.
+    var logMonitor: SQLiteLogMonitor?
 
     init(path: String, busyTimeout: Duration = .seconds(10)) throws {
         _ = Self.processSetup
@@ -44,6 +46,7 @@ final class SQLiteConnection {
 
     /// Finalizes the cached statements, then closes the connection. Idempotent.
     func close() {
+        logMonitor?.retire()
         statements.removeAll()
         sqlite3_close_v2(handle)
     }

@@ -59,6 +59,15 @@ enum LarderProcess {
         process.standardError = errorPipe
         let inputPipe = input.map { _ in Pipe() }
         process.standardInput = inputPipe ?? FileHandle.nullDevice
+        // Children that other tests start meanwhile (the crash rounds run for minutes) must not
+        // inherit these pipes' ends: one holding the write end of `errorPipe` would keep the
+        // reads below from seeing end-of-file until it exits. This child gets its ends by
+        // `dup2`, which clears the flag.
+        for pipe in [outputPipe, errorPipe] + (inputPipe.map { [$0] } ?? []) {
+            for handle in [pipe.fileHandleForReading, pipe.fileHandleForWriting] {
+                _ = fcntl(handle.fileDescriptor, F_SETFD, FD_CLOEXEC)
+            }
+        }
         try process.run()
 
         // Feed and drain the pipes concurrently, so no side blocks on a full pipe buffer.
