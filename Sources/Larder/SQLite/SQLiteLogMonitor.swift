@@ -89,8 +89,10 @@ final class SQLiteLogMonitor: @unchecked Sendable {
                     background.connection = connection
                 }
                 return try connection.checkpointPassively()
+            } catch let error as StorageError where (error.sqliteResultCode ?? 0) & 0xFF == SQLITE_BUSY {
+                return nil  // another checkpoint (this store's writer, another process) is under way
             } catch {
-                // A database that went away or is busy: the next pass opens a new connection.
+                // A database that went away: the next pass opens a new connection.
                 background.connection?.close()
                 background.connection = nil
                 return nil
