@@ -59,6 +59,29 @@ struct SlidingExpirationTests {
         }
     }
 
+    /// A read can see a sliding entry's row expired while a ranking of reads that renews it is
+    /// being written (the log no longer holds the renewal, the index not yet). The removal that
+    /// follows looks again under the writer's lock and keeps the entry (this was a lost entry in
+    /// CI: `storageMemoryHitsRenewTheDiskCopyAndPromotionsKeepTheSlidingLifetime`).
+    @Test func anExpiredRowRenewedSinceItWasReadIsNotRemoved() throws {
+        let store = try makeDisk()
+        let start = clock.peek
+        try store.setValue(Data("v".utf8), forKey: "k", expiry: .sliding(10))
+        // Given the row as a reader saw it (expiring at t10)
+        let stale = try #require(try store.withReader { try $0.location(forKey: "k") })
+        // and a renewal to t18 written to the index since
+        clock.advance(by: 8)
+        #expect(try store.value(forKey: "k") == Data("v".utf8))
+        store.writePendingRenewals()
+        // When, at t12, the stale row says expired and the store removes it
+        clock.advance(by: 4)
+        let removed = try store.removeExpiredEntry(key: "k", location: stale)
+        // Then nothing was removed, and the entry lives (to t18, renewed again by this read)
+        #expect(!removed)
+        let entry = try #require(try store.entry(forKey: "k"))
+        #expect(entry.data == Data("v".utf8) && entry.expirationDate.map { $0 >= start + 18 } == true)
+    }
+
     @Test(arguments: [4, 64 * 1024])
     func aDiskReadRenewsTheLifetimeInItsReadLogNotInTheIndex(size: Int) throws {
         let store = try makeDisk()

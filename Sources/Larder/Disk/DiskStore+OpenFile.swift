@@ -45,7 +45,7 @@ extension DiskStore {
                     writePendingRenewals()
                     continue
                 }
-                try removeExpiredEntry(key: key, location: location)
+                guard try removeExpiredEntry(key: key, location: location) else { continue }
                 countMiss()
                 return nil
             }

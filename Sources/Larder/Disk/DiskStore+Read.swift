@@ -63,7 +63,7 @@ extension DiskStore {
                     writePendingRenewals()
                     continue
                 }
-                try removeExpiredEntry(key: key, location: location)
+                guard try removeExpiredEntry(key: key, location: location) else { continue }
                 return nil
             case .found(let found):
                 return found
@@ -131,16 +131,31 @@ extension DiskStore {
     }
 
     /// Removes an entry a read found expired, if the row is still the one that was read.
-    func removeExpiredEntry(key: String, location: DiskIndex.Location) throws {
-        let removed = try withLiveIndex { state, index in
-            let removed = try index.connection.transaction { try index.deleteIfUnchanged(key: key, location: location) }
+    ///
+    /// Returns `false`, removing nothing, when the entry turns out to be alive under the writer's
+    /// lock: a sliding lifetime renewed by a ranking of reads that was being written when the
+    /// caller read the row (the log no longer held the renewal, the index not yet), or one still
+    /// in the log (written here first). The caller then reads again.
+    func removeExpiredEntry(key: String, location: DiskIndex.Location) throws -> Bool {
+        let now = configuration.now().milliseconds
+        let (removed, renewed) = try withLiveIndex { state, index in
+            let (removed, renewed) = try index.connection.transaction { () throws -> (Bool, Bool) in
+                if location.sliding != nil {
+                    if hasPendingRenewals { try flushAccesses(index: index) }
+                    if let current = try index.reads.expiry(forKey: key), let expires = current, expires > now {
+                        return (false, true)
+                    }
+                }
+                return (try index.deleteIfUnchanged(key: key, location: location), false)
+            }
             if removed {
                 state.statistics.expirations += 1
                 state.recordRemoval(key, .expired)
             }
-            return removed
+            return (removed, renewed)
         }
         if removed, let file = location.file { files.remove(name: file) }
+        return !renewed
     }
 
     /// Whether a live (unexpired) entry exists for `key`. Does not read the value or count as

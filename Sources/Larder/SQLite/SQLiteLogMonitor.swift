@@ -9,7 +9,9 @@ import Synchronization
 ///
 /// Installed with `sqlite3_wal_hook`, it sees the log's frame count after each commit:
 /// - every `threshold / 8` frames past what is known to be copied, a passive checkpoint runs
-///   on `queue`, on a connection of its own: writers and readers do not wait for it;
+///   on `queue`, on a connection of its own: writers and readers do not wait for it (for a
+///   bound of at least ``smallestBackgroundThreshold`` frames; a smaller log is copied as
+///   SQLite would);
 /// - at `threshold` frames the committing thread checkpoints, as SQLite would, so the log keeps
 ///   its bound however far behind the background is. The background having copied most of the
 ///   log, what is left is short; then the next write starts the log over. Should a background
@@ -33,6 +35,9 @@ final class SQLiteLogMonitor: @unchecked Sendable {
     /// The background connection, opened on first use; `nil` and retired once the monitored
     /// connection closed. Held for the whole of a background pass.
     private let background = Locked<(connection: SQLiteConnection?, isRetired: Bool)>((nil, false))
+
+    /// The smallest bound (in frames) whose log is copied in the background.
+    static let smallestBackgroundThreshold = 512
 
     init(threshold: Int, path: String, queue: DispatchQueue) {
         self.threshold = Atomic(threshold)
@@ -68,7 +73,10 @@ final class SQLiteLogMonitor: @unchecked Sendable {
             copied = 0
             self.copied.store(0, ordering: .relaxed)
         }
-        guard frames >= copied + max(1, threshold / 8),
+        // Not for a small log (a bound under 512 frames, 1 MiB at 2 KiB pages): copying it
+        // costs the writer little, and passes that often would add two `fdatasync`s every few
+        // writes for every store on the machine.
+        guard threshold >= Self.smallestBackgroundThreshold, frames >= copied + threshold / 8,
               !isPending.exchange(true, ordering: .acquiringAndReleasing) else { return }
         queue.async { self.checkpointInBackground() }
     }
