@@ -106,7 +106,7 @@ struct LarderToolTests {
     // MARK: - set / get / rm round trips
 
     @Test(arguments: [0, 1, 255, 16_383, 16_384, 300_000])
-    func setAndGetRoundTripBinaryBytesThroughPipes(size: Int) throws {
+    func setAndGetRoundTripBinaryBytesThroughStandardInputAndOutput(size: Int) throws {
         // Given bytes of every value, some of them NUL and newline
         var value = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) })
         if size > 10 { value.replaceSubrange(0..<10, with: Self.randomBytes(10)) }

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Runs the `larder` executable that SwiftPM builds next to the test bundle, as a user would:
 /// arguments, environment, and pipes for standard input, output and error.
@@ -53,42 +52,39 @@ enum LarderProcess {
         process.executableURL = try executableURL
         process.arguments = arguments
         process.environment = environment
-        let outputPipe = Pipe()
-        let errorPipe = Pipe()
-        process.standardOutput = outputPipe
-        process.standardError = errorPipe
-        let inputPipe = input.map { _ in Pipe() }
-        process.standardInput = inputPipe ?? FileHandle.nullDevice
-        // Children that other tests start meanwhile (the crash rounds run for minutes) must not
-        // inherit these pipes' ends: one holding the write end of `errorPipe` would keep the
-        // reads below from seeing end-of-file until it exits. This child gets its ends by
-        // `dup2`, which clears the flag.
-        for pipe in [outputPipe, errorPipe] + (inputPipe.map { [$0] } ?? []) {
-            for handle in [pipe.fileHandleForReading, pipe.fileHandleForWriting] {
-                _ = fcntl(handle.fileDescriptor, F_SETFD, FD_CLOEXEC)
-            }
+        // Standard input, output and error are files, not pipes: a pipe's reader sees
+        // end-of-file only when every write end is closed, and children that other tests start
+        // meanwhile (the crash rounds run for minutes) can inherit a write end before it is
+        // closed, which stalled this child (waiting for its input) or the reads of its output
+        // until they exited. A file ends where it ends.
+        let scratch = FileManager.default.temporaryDirectory
+            .appendingPathComponent("larder-process-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let outputURL = scratch.appendingPathComponent("stdout")
+        let errorURL = scratch.appendingPathComponent("stderr")
+        for url in [outputURL, errorURL] { FileManager.default.createFile(atPath: url.path, contents: nil) }
+        let inputHandle: FileHandle
+        if let input {
+            let inputURL = scratch.appendingPathComponent("stdin")
+            try input.write(to: inputURL)
+            inputHandle = try FileHandle(forReadingFrom: inputURL)
+        } else {
+            inputHandle = FileHandle.nullDevice
         }
+        let outputHandle = try FileHandle(forWritingTo: outputURL)
+        let errorHandle = try FileHandle(forWritingTo: errorURL)
+        process.standardInput = inputHandle
+        process.standardOutput = outputHandle
+        process.standardError = errorHandle
         try process.run()
-
-        // Feed and drain the pipes concurrently, so no side blocks on a full pipe buffer.
-        let group = DispatchGroup()
-        if let input, let writer = inputPipe?.fileHandleForWriting {
-            DispatchQueue.global().async(group: group) {
-                try? writer.write(contentsOf: input)
-                try? writer.close()
-            }
-        }
-        let collected = Mutex(Data())
-        let outputReader = outputPipe.fileHandleForReading
-        DispatchQueue.global().async(group: group) {
-            let data = outputReader.readDataToEndOfFile()
-            collected.withLock { $0 = data }
-        }
-        let errors = errorPipe.fileHandleForReading.readDataToEndOfFile()
-        group.wait()
         process.waitUntilExit()
+        for handle in [outputHandle, errorHandle] { try? handle.close() }
+        if input != nil { try? inputHandle.close() }
+        let output = try Data(contentsOf: outputURL)
+        let errors = try Data(contentsOf: errorURL)
         return Result(
             status: process.terminationStatus, reason: process.terminationReason,
-            standardOutput: collected.withLock { $0 }, standardError: errors)
+            standardOutput: output, standardError: errors)
     }
 }
