@@ -1,7 +1,7 @@
 import Foundation
 
 /// Runs the `larder` executable that SwiftPM builds next to the test bundle, as a user would:
-/// arguments, environment, and pipes for standard input, output and error.
+/// arguments, environment, and files for standard input, output and error.
 enum LarderProcess {
     /// What one run of the tool produced.
     struct Result: CustomStringConvertible {
