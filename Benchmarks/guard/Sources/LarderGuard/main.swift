@@ -69,6 +69,19 @@ case "storage-get-hit":
     body = { index in
         guard try storage.value(forKey: key("k", index * 7_919 % residents))?.count == 100 else { fatalError("miss") }
     }
+case "probe-100k":
+    try? FileManager.default.removeItem(at: directory)
+    var configuration = DiskStore.Configuration()
+    configuration.logHandler = nil
+    configuration.sizeLimit = 1 << 30
+    let store = try DiskStore(directory: directory, configuration: configuration)
+    var big = [UInt8](repeating: 0x5A, count: 102_400)
+    for i in 0..<big.count { big[i] = UInt8(truncatingIfNeeded: i &* 2_654_435_761 >> 13) }
+    for index in 0..<residents { big[0] = UInt8(truncatingIfNeeded: index); big[1] = UInt8(truncatingIfNeeded: index >> 8); try store.setValue(Data(big), forKey: key("k", index)) }
+    sync()
+    body = { index in
+        guard try store.value(forKey: key("k", index * 7_919 % residents))?.count == 102_400 else { fatalError("miss") }
+    }
 case "disk-get-miss":
     let store = try makeDiskStore()
     body = { index in
