@@ -11,7 +11,14 @@ import Glibc
 /// input is `/dev/null`; its standard output and error go to pipes this process owns and drains
 /// on threads of their own (never to the test runner's output, which a straggler would hold open
 /// and so hang `swift test`). Every child gets `LARDER_PARENT_PID` so a helper can watch for its
-/// parent's death. Exit is observed through the termination handler, so waiting holds no thread.
+/// parent's death. Exit is observed by a thread of its own blocked in `waitpid`, so waiting
+/// holds no task thread.
+///
+/// Spawned with `posix_spawn`, not Foundation's `Process`: `Process` learns of an exit through a
+/// socket pair whose child end stays open across `exec`, so a child another test started at the
+/// same moment could inherit it and delay this one's exit until its own (tests then time out
+/// waiting). Here every descriptor this process creates for a child is close-on-exec, and the
+/// child closes every descriptor above standard error as it starts.
 public final class ChildProcess: Sendable {
     /// The operating system's process id.
     public let processIdentifier: Int32
@@ -24,58 +31,80 @@ public final class ChildProcess: Sendable {
         /// Standard output and error streams not yet read to their end.
         var openStreams = 2
     }
-    /// The state the termination handler and the reader threads share with this object.
+    /// The state the waiting thread and the reader threads share with this object.
     private final class Shared: Sendable {
         let state = Locked(State())
     }
     private let shared: Shared
-    // Kept alive with this object; after `run()` only the termination handler touches it.
-    private let process: Process
 
     fileprivate init(executable: URL, arguments: [String], environment: [String: String]) throws {
         let shared = Shared()
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
         var environmentVariables = ProcessInfo.processInfo.environment
         environmentVariables["LARDER_PARENT_PID"] = "\(getpid())"
         environmentVariables.merge(environment) { $1 }
-        process.environment = environmentVariables
-        process.standardInput = FileHandle.nullDevice
-        let output = Pipe()
-        let errorOutput = Pipe()
-        process.standardOutput = output
-        process.standardError = errorOutput
-        process.terminationHandler = { process in
-            let waiters = shared.state.withLock { state in
-                state.exit = (process.terminationReason, process.terminationStatus)
-                defer { state.waiters = [] }
-                return state.waiters
-            }
-            ChildProcessRegistry.remove(process.processIdentifier)
-            for waiter in waiters { waiter.resume() }
+
+        // Read and write ends of the two pipes, and /dev/null: all close-on-exec here; the child
+        // gets its copies through the spawn's dup2 actions. (`pipe2` is not in Swift's Glibc
+        // module; children spawned meanwhile close what they inherit, see `spawnChild`.)
+        var output: [Int32] = [-1, -1]
+        var errorOutput: [Int32] = [-1, -1]
+        guard Self.closeOnExecPipe(&output) else { throw Self.error(errno) }
+        guard Self.closeOnExecPipe(&errorOutput) else {
+            let code = errno
+            output.forEach { close($0) }
+            throw Self.error(code)
         }
-        self.shared = shared
-        self.process = process
+        let nullDevice = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        let pid: pid_t
         do {
-            try process.run()
-        } catch {
-            for pipe in [output, errorOutput] {
-                try? pipe.fileHandleForReading.close()
-                try? pipe.fileHandleForWriting.close()
+            defer {
+                // The child has its copies of the write ends; ours would keep the pipes open forever.
+                for descriptor in [output[1], errorOutput[1], nullDevice] where descriptor >= 0 { close(descriptor) }
             }
+            guard nullDevice >= 0 else { throw Self.error(errno) }
+            pid = try spawnChild(
+                executable.path, arguments: arguments, environment: environmentVariables,
+                standardStreams: [nullDevice, output[1], errorOutput[1]])
+        } catch {
+            close(output[0])
+            close(errorOutput[0])
             throw error
         }
-        processIdentifier = process.processIdentifier
-        ChildProcessRegistry.add(processIdentifier)
-        // The child has its copies of the write ends; ours would keep the pipes open forever.
-        try? output.fileHandleForWriting.close()
-        try? errorOutput.fileHandleForWriting.close()
+        self.shared = shared
+        processIdentifier = pid
+        ChildProcessRegistry.add(pid)
         // Each read end is drained and closed by its own thread at end of file, so no other
         // thread ever closes a descriptor a reader may still be blocked on.
-        Self.drain(output.fileHandleForReading, into: shared, isError: false)
-        Self.drain(errorOutput.fileHandleForReading, into: shared, isError: true)
+        Self.drain(FileHandle(fileDescriptor: output[0], closeOnDealloc: false), into: shared, isError: false)
+        Self.drain(FileHandle(fileDescriptor: errorOutput[0], closeOnDealloc: false), into: shared, isError: true)
+        Thread.detachNewThread { Self.awaitExit(of: pid, shared: shared) }
     }
+
+    /// Blocks until `pid` exits, then reaps it and wakes the waiters. The exit is seen first
+    /// without reaping (`WNOWAIT`), and the reap and the recorded exit happen under the state's
+    /// lock, which ``send(_:)`` also takes: a signal is never sent to a reaped process id,
+    /// which the system may already have given to another process.
+    private static func awaitExit(of pid: pid_t, shared: Shared) {
+        var info = siginfo_t()
+        while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) == -1, errno == EINTR {}
+        let waiters = shared.state.withLock { state in
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) == -1, errno == EINTR {}
+            state.exit = waitStatusTermination(status)
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        ChildProcessRegistry.remove(pid)
+        for waiter in waiters { waiter.resume() }
+    }
+
+    private static func closeOnExecPipe(_ ends: inout [Int32]) -> Bool {
+        guard pipe(&ends) == 0 else { return false }
+        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        return true
+    }
+
+    private static func error(_ code: Int32) -> POSIXError { POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO) }
 
     private static func drain(_ handle: FileHandle, into shared: Shared, isError: Bool) {
         let handle = UncheckedSendableBox(handle)
@@ -246,6 +275,56 @@ public func withChildProcesses<Result>(
     }
     await scope.close()
     return try result.get()
+}
+
+/// Spawns `path` with `arguments` and exactly `environment`; `standardStreams` become the child's
+/// descriptors 0, 1 and 2, and it keeps no other descriptor of this process (glibc 2.34's
+/// `posix_spawn_file_actions_addclosefrom_np`, found at run time: Swift's Glibc module does not
+/// declare it). Signals start with their default handling and none blocked, as from a shell.
+/// Returns the child's process id.
+public func spawnChild(_ path: String, arguments: [String], environment: [String: String], standardStreams: [Int32]) throws -> pid_t {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    for (target, descriptor) in standardStreams.enumerated() {
+        posix_spawn_file_actions_adddup2(&actions, descriptor, Int32(target))
+    }
+    if let closeFrom = SpawnSupport.closeFrom { _ = closeFrom(&actions, 3) }
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    // This process may ignore SIGPIPE, and an ignored signal stays ignored across exec.
+    var defaults = sigset_t()
+    sigemptyset(&defaults)
+    sigaddset(&defaults, SIGPIPE)
+    posix_spawnattr_setsigdefault(&attributes, &defaults)
+    var unblocked = sigset_t()
+    sigemptyset(&unblocked)
+    posix_spawnattr_setsigmask(&attributes, &unblocked)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+
+    let argv = ([path] + arguments).map { strdup($0) } + [nil]
+    let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+    defer { for pointer in argv + envp { free(pointer) } }
+    var pid: pid_t = 0
+    let code = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
+    guard code == 0 else { throw POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO) }
+    return pid
+}
+
+/// How a process ended, from the status `waitpid` gave: the reason, and the exit status or the
+/// signal's number (`<sys/wait.h>`'s macros: the low 7 bits are the signal, 0 when it exited).
+public func waitStatusTermination(_ status: Int32) -> (reason: Process.TerminationReason, status: Int32) {
+    let signal = status & 0x7F
+    return signal == 0 ? (.exit, (status >> 8) & 0xFF) : (.uncaughtSignal, signal)
+}
+
+private enum SpawnSupport {
+    typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+    static let closeFrom: CloseFrom? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") else { return nil }
+        return unsafeBitCast(symbol, to: CloseFrom.self)
+    }()
 }
 
 /// Every live child of this process, killed by an `atexit` handler should the process exit

@@ -38,15 +38,23 @@ struct BlobFiles: Sendable {
     /// damaged or hostile file can fill with anything ("../../home/…"); only names of this
     /// shape are ever read or deleted, so no path outside `blobs/` is touched.
     static func isValidName(_ name: String) -> Bool {
-        let bytes = Array(name.utf8)
-        guard bytes.count >= 6, bytes.count <= 200, bytes[2] == UInt8(ascii: "/"),
-              bytes[0] == bytes[3], bytes[1] == bytes[4] else { return false }
-        func isHex(_ byte: UInt8) -> Bool {
-            (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+        // One pass over the bytes, no allocation: it runs on every read of a blob.
+        var name = name
+        return name.withUTF8 { bytes in
+            func isHex(_ byte: UInt8) -> Bool {
+                (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+            }
+            guard bytes.count >= 6, bytes.count <= 200, bytes[2] == UInt8(ascii: "/"),
+                  bytes[0] == bytes[3], bytes[1] == bytes[4], isHex(bytes[0]), isHex(bytes[1]) else { return false }
+            // After the shard: hex, one "-", hex. The first part is not empty (it starts with
+            // the shard's hex digits); the last byte must not be the dash.
+            var dashes = 0
+            for byte in bytes[3...] where !isHex(byte) {
+                guard byte == UInt8(ascii: "-") else { return false }
+                dashes += 1
+            }
+            return dashes == 1 && bytes[bytes.count - 1] != UInt8(ascii: "-")
         }
-        let rest = bytes[3...].split(separator: UInt8(ascii: "-"), omittingEmptySubsequences: false)
-        return isHex(bytes[0]) && isHex(bytes[1]) && rest.count == 2
-            && rest.allSatisfy { !$0.isEmpty && $0.allSatisfy(isHex) }
     }
 
     /// Creates `blobs/` and `tmp/` (owner-only) when missing.

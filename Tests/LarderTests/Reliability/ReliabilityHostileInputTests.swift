@@ -74,6 +74,22 @@ struct ReliabilityHostileInputTests {
         }
     }
 
+    /// Only names of the store's own shape (`xx/xx<hex>-<hex>`) are ever opened or deleted.
+    @Test func blobNamesOfAnyOtherShapeAreRefused() {
+        let digest = String(repeating: "0123456789abcdef", count: 2) + "01234567"
+        for name in ["ab/ab-f", "ab/ab12-ff", "0f/0f\(digest)-1a2b3c4d5e6f7788", BlobFiles.makeName(hash: digest)] {
+            #expect(BlobFiles.isValidName(name), "\(name)")
+        }
+        let refused = [
+            "", "ab/ab", "ab/ab12", "ab/ab12-", "ab/ab-12-3", "ab/ab12--3", "ab/ab1-2-", "ab/cd12-ff", "ab/ab12-f/",
+            "AB/AB12-ff", "ab/ab12-FF", "ab\\ab12-ff", "../../victim", "ab/../../victim-1", "ab/ab12-f\u{0}",
+            "ab/abé-1", "ab/ab12 -1", "/b/ab12-1", "ab/ab" + String(repeating: "0", count: 196) + "-1",
+        ]
+        for name in refused {
+            #expect(!BlobFiles.isValidName(name), "\(name)")
+        }
+    }
+
     @Test func prefixScanTreatsLikeWildcardsLiterally() throws {
         let store = try makeStore()
         for key in ["%a", "%b", "_c", "abc", "a%c", "a_c"] { try store.setValue(Data(key.utf8), forKey: key) }

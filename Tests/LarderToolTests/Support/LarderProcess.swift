@@ -1,4 +1,8 @@
 import Foundation
+import LarderTestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Runs the `larder` executable that SwiftPM builds next to the test bundle, as a user would:
 /// arguments, environment, and files for standard input, output and error.
@@ -42,49 +46,47 @@ enum LarderProcess {
         }
     }
 
-    /// A child that exits before reading its input must not kill the test process.
-    private static let ignoreBrokenPipes: Void = { signal(SIGPIPE, SIG_IGN) }()
-
-    /// Runs `larder arguments…`, feeding `input` on standard input (the null device when `nil`).
+    /// Runs `larder arguments…`, feeding `input` on standard input (the null device when `nil`),
+    /// with exactly `environment`, and waits for it to exit.
+    ///
+    /// Spawned with `posix_spawn` and reaped with `waitpid`, not with Foundation's `Process`:
+    /// `Process` learns of an exit through a socket pair whose child end it leaves open across
+    /// `exec`, so a child another test spawned at the same moment (the crash rounds run helpers
+    /// for minutes) could inherit that end, and `waitUntilExit()` then waited for that other
+    /// child to exit too (it stalled `set` of an empty value for the whole time limit in CI,
+    /// twice). `waitpid` sees this child's exit and nothing else. The child's standard input,
+    /// output and error are files (a pipe's reader would have the same problem with inherited
+    /// write ends), and it inherits no other descriptor of this process.
     static func run(_ arguments: [String], input: Data? = nil, environment: [String: String]) throws -> Result {
-        _ = ignoreBrokenPipes
-        let process = Process()
-        process.executableURL = try executableURL
-        process.arguments = arguments
-        process.environment = environment
-        // Standard input, output and error are files, not pipes: a pipe's reader sees
-        // end-of-file only when every write end is closed, and children that other tests start
-        // meanwhile (the crash rounds run for minutes) can inherit a write end before it is
-        // closed, which stalled this child (waiting for its input) or the reads of its output
-        // until they exited. A file ends where it ends.
+        let executable = try executableURL.path
         let scratch = FileManager.default.temporaryDirectory
             .appendingPathComponent("larder-process-\(UUID().uuidString)", isDirectory: true)
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
-        let outputURL = scratch.appendingPathComponent("stdout")
-        let errorURL = scratch.appendingPathComponent("stderr")
-        for url in [outputURL, errorURL] { FileManager.default.createFile(atPath: url.path, contents: nil) }
-        let inputHandle: FileHandle
-        if let input {
-            let inputURL = scratch.appendingPathComponent("stdin")
-            try input.write(to: inputURL)
-            inputHandle = try FileHandle(forReadingFrom: inputURL)
-        } else {
-            inputHandle = FileHandle.nullDevice
+        let inputPath = scratch.appendingPathComponent("stdin").path
+        let outputPath = scratch.appendingPathComponent("stdout").path
+        let errorPath = scratch.appendingPathComponent("stderr").path
+        if let input { try input.write(to: URL(fileURLWithPath: inputPath)) }
+
+        var descriptors: [Int32] = []
+        defer { for descriptor in descriptors { close(descriptor) } }
+        for (path, flags) in [(input == nil ? "/dev/null" : inputPath, O_RDONLY),
+                              (outputPath, O_WRONLY | O_CREAT | O_TRUNC), (errorPath, O_WRONLY | O_CREAT | O_TRUNC)] {
+            let descriptor = open(path, flags | O_CLOEXEC, 0o600)
+            guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+            descriptors.append(descriptor)
         }
-        let outputHandle = try FileHandle(forWritingTo: outputURL)
-        let errorHandle = try FileHandle(forWritingTo: errorURL)
-        process.standardInput = inputHandle
-        process.standardOutput = outputHandle
-        process.standardError = errorHandle
-        try process.run()
-        process.waitUntilExit()
-        for handle in [outputHandle, errorHandle] { try? handle.close() }
-        if input != nil { try? inputHandle.close() }
-        let output = try Data(contentsOf: outputURL)
-        let errors = try Data(contentsOf: errorURL)
+
+        let pid = try spawnChild(executable, arguments: arguments, environment: environment, standardStreams: descriptors)
+
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 {
+            guard errno == EINTR else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .ECHILD) }
+        }
+        let (reason, code) = waitStatusTermination(status)
         return Result(
-            status: process.terminationStatus, reason: process.terminationReason,
-            standardOutput: output, standardError: errors)
+            status: code, reason: reason,
+            standardOutput: try Data(contentsOf: URL(fileURLWithPath: outputPath)),
+            standardError: try Data(contentsOf: URL(fileURLWithPath: errorPath)))
     }
 }
