@@ -3,7 +3,7 @@
 //
 //   LarderGuard <operation> <iterations> <directory>
 //
-// Operations: disk-get-hit, disk-get-hit-s3fifo (the same under `.s3fifo`), storage-get-hit (Storage over the disk tier), disk-get-miss, disk-set
+// Operations: disk-get-hit, disk-get-hit-s3fifo (the same under `.s3fifo`), storage-get-hit and storage-get-miss (Storage over the disk tier), disk-get-miss, disk-set
 // (100 B values, inline), memory-hit,
 // memory-insert (an insert that evicts), and disk-get-hit-100k (100 KiB values in blob files,
 // for profiling; not budgeted). Setup is the same every run: fixed keys and values, a
@@ -58,17 +58,23 @@ case "disk-get-hit-s3fifo":
     body = { index in
         guard try store.value(forKey: key("k", index * 7_919 % residents))?.count == 100 else { fatalError("miss") }
     }
-case "storage-get-hit":
+case "storage-get-hit", "storage-get-miss":
     // Storage<String, Data> over the disk tier alone (the compare run's `storage` contender):
-    // the generic layer's cost over disk-get-hit.
+    // the generic layer's cost over disk-get-hit and disk-get-miss.
     try? FileManager.default.removeItem(at: directory)
     var configuration = Storage<String, Data>.Configuration(directory: directory, defaultTiers: .disk)
     configuration.disk.logHandler = nil
     configuration.disk.ranksReadsInBackground = false
     let storage = try Storage(configuration: configuration, transformer: .data)
     for index in 0..<residents { try storage.setValue(value(index), forKey: key("k", index)) }
-    body = { index in
-        guard try storage.value(forKey: key("k", index * 7_919 % residents))?.count == 100 else { fatalError("miss") }
+    if operation == "storage-get-hit" {
+        body = { index in
+            guard try storage.value(forKey: key("k", index * 7_919 % residents))?.count == 100 else { fatalError("miss") }
+        }
+    } else {
+        body = { index in
+            guard try storage.value(forKey: key("absent", index)) == nil else { fatalError("hit") }
+        }
     }
 case "disk-get-hit-100k":
     // Not in budgets.json: a profiling aid (`perf record`) for reads of blob files, whose
