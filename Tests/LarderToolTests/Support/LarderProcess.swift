@@ -52,9 +52,8 @@ enum LarderProcess {
     /// Spawned with `posix_spawn` and reaped with `waitpid`, not with Foundation's `Process`:
     /// `Process` learns of an exit through a socket pair whose child end it leaves open across
     /// `exec`, so a child another test spawned at the same moment (the crash rounds run helpers
-    /// for minutes) could inherit that end, and `waitUntilExit()` then waited for that other
-    /// child to exit too (it stalled `set` of an empty value for the whole time limit in CI,
-    /// twice). `waitpid` sees this child's exit and nothing else. The child's standard input,
+    /// for minutes) could inherit that end, and `waitUntilExit()` would then wait for that other
+    /// child to exit too. `waitpid` sees this child's exit and nothing else. The child's standard input,
     /// output and error are files (a pipe's reader would have the same problem with inherited
     /// write ends), and it inherits no other descriptor of this process.
     static func run(_ arguments: [String], input: Data? = nil, environment: [String: String]) throws -> Result {
