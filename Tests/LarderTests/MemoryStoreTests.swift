@@ -812,14 +812,20 @@ struct MemoryStoreTests {
 
     @Test(arguments: differentialCases)
     func behavesLikeTheReferenceModelOverRandomOperations(_ testCase: DifferentialCase) async throws {
-        // Off the cooperative pool: a minute of computing must not hold one of its two threads.
+        try await Self.runDifferentialOffPool(testCase, policy: .lru, fixedSeed: 0x5EED_0001, model: ReferenceMemoryStore.init)
+    }
+
+    /// What each policy's differential test runs: 100,000 steps from `fixedSeed`, then 30,000
+    /// from a random seed, off the cooperative pool (a minute of computing must not hold one of
+    /// its two threads).
+    static func runDifferentialOffPool<Model: MemoryStoreModel<Int, Int>>(
+        _ testCase: DifferentialCase, policy: EvictionPolicy, fixedSeed: UInt64,
+        model makeModel: @escaping (MemoryStore<Int, Int>.Configuration, @escaping (Int) -> Int) -> Model
+    ) async throws {
         try await OffPool.run {
-            let fixedSeed: UInt64 = 0x5EED_0001
             let tests = MemoryStoreTests()
-            try tests.runDifferential(testCase, policy: .lru, seed: fixedSeed, operations: 100_000, model: ReferenceMemoryStore.init)
-            try tests.runDifferential(
-                testCase, policy: .lru, seed: UInt64.random(in: 0...UInt64.max), operations: 30_000, model: ReferenceMemoryStore.init
-            )
+            try tests.runDifferential(testCase, policy: policy, seed: fixedSeed, operations: 100_000, model: makeModel)
+            try tests.runDifferential(testCase, policy: policy, seed: UInt64.random(in: 0...UInt64.max), operations: 30_000, model: makeModel)
         }
     }
 

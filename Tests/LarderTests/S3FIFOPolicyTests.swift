@@ -216,14 +216,6 @@ struct S3FIFOPolicyTests {
     // other test of the two cores CI has, pushing trivial tests past their time limit.
     @Test(.serialized, arguments: MemoryStoreTests.differentialCases + s3fifoDifferentialCases)
     func behavesLikeTheReferenceModelOverRandomOperations(_ testCase: MemoryStoreTests.DifferentialCase) async throws {
-        // Off the cooperative pool: a minute of computing must not hold one of its two threads.
-        try await OffPool.run {
-            let fixedSeed: UInt64 = 0x5EED_0003
-            let tests = MemoryStoreTests()
-            try tests.runDifferential(testCase, policy: .s3fifo, seed: fixedSeed, operations: 100_000, model: ReferenceS3FIFOStore.init)
-            try tests.runDifferential(
-                testCase, policy: .s3fifo, seed: UInt64.random(in: 0...UInt64.max), operations: 30_000, model: ReferenceS3FIFOStore.init
-            )
-        }
+        try await MemoryStoreTests.runDifferentialOffPool(testCase, policy: .s3fifo, fixedSeed: 0x5EED_0003, model: ReferenceS3FIFOStore.init)
     }
 }

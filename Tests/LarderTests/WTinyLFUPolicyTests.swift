@@ -288,14 +288,6 @@ struct WTinyLFUPolicyTests {
     // `.serialized` for CPU, not shared state (as in S3FIFOPolicyTests).
     @Test(.serialized, arguments: MemoryStoreTests.differentialCases + wTinyLFUDifferentialCases)
     func behavesLikeTheReferenceModelOverRandomOperations(_ testCase: MemoryStoreTests.DifferentialCase) async throws {
-        // Off the cooperative pool: a minute of computing must not hold one of its two threads.
-        try await OffPool.run {
-            let fixedSeed: UInt64 = 0x5EED_0007
-            let tests = MemoryStoreTests()
-            try tests.runDifferential(testCase, policy: .wTinyLFU, seed: fixedSeed, operations: 100_000, model: ReferenceWTinyLFUStore.init)
-            try tests.runDifferential(
-                testCase, policy: .wTinyLFU, seed: UInt64.random(in: 0...UInt64.max), operations: 30_000, model: ReferenceWTinyLFUStore.init
-            )
-        }
+        try await MemoryStoreTests.runDifferentialOffPool(testCase, policy: .wTinyLFU, fixedSeed: 0x5EED_0007, model: ReferenceWTinyLFUStore.init)
     }
 }
