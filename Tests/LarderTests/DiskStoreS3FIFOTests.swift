@@ -181,6 +181,67 @@ struct DiskStoreS3FIFOTests {
         store.close()
     }
 
+    @Test func readsOfAHotEntryWriteNothingWhileItsLastUseIsRecent() throws {
+        // Given an entry read three times, the reads written out (by a write of another key):
+        // its counter is saturated and its last use recorded
+        let store = try makeStore { $0.ranksReadsInBackground = false }
+        defer { store.close() }
+        try store.setValue(Data([1]), forKey: "hot")
+        for _ in 0..<3 { _ = try store.value(forKey: "hot") }
+        try store.setValue(Data([2]), forKey: "other")
+        let connection = try indexConnection()
+        defer { connection.close() }
+        let accessSQL = """
+            SELECT a.freq || ' ' || a.accessed FROM access AS a CROSS JOIN entries AS e ON e.rowid = a.entry
+            WHERE e.key = 'hot'
+            """
+        #expect(try Self.strings(connection, accessSQL) == ["3 \(clock.peek.milliseconds)"])
+        let version = try connection.scalarInt64("PRAGMA data_version")
+        // When it is read 2,000 times a second later (about four batches of logged reads,
+        // which this store would rank on the reading thread)
+        clock.advance(by: 1)
+        var intact = 0
+        for _ in 0..<2_000 where try store.value(forKey: "hot") == Data([1]) { intact += 1 }
+        // Then every read was a hit and none wrote anything to the index
+        #expect(intact == 2_000)
+        #expect(store.statistics.hits == 2_003)
+        #expect(try connection.scalarInt64("PRAGMA data_version") == version)
+        // And once its recorded use is more than 2 s old, a read is logged again and moves it
+        clock.advance(by: 1.5)
+        #expect(try store.value(forKey: "hot") == Data([1]))
+        try store.setValue(Data([3]), forKey: "other")
+        #expect(try Self.strings(connection, accessSQL) == ["3 \(clock.peek.milliseconds)"])
+        #expect(try connection.scalarInt64("PRAGMA data_version") != version)
+    }
+
+    @Test func lookupsReadTheCounterOnlyWhileThatPays() throws {
+        // Given a read connection to a store's index
+        let store = try makeStore()
+        defer { store.close() }
+        try store.setValue(Data([1]), forKey: "k")
+        let reader = try DiskIndexReader(
+            path: folder.url.appendingPathComponent("index.sqlite").path, busyTimeout: .seconds(1))
+        defer { reader.connection.close() }
+        #expect(try reader.location(forKey: "k", counted: true)?.counter?.count == 0)
+        #expect(try reader.location(forKey: "k")?.counter == nil)
+        // When 160 lookups in a row find no saturated counter (first reads)
+        var counted = 0
+        for _ in 0..<160 where reader.countsNextLookup() {
+            counted += 1
+            reader.noteCounter(saturated: false)
+        }
+        // Then only the first and one in 16 after it read the counter
+        #expect(counted == 10)
+        // And when lookups find saturated counters again (re-reads), the probes notice and
+        // every lookup reads the counter once more
+        var lastCounted = 0
+        for lookup in 0..<160 where reader.countsNextLookup() {
+            reader.noteCounter(saturated: true)
+            if lookup >= 110 { lastCounted += 1 }
+        }
+        #expect(lastCounted == 50)
+    }
+
     @Test func aKeyReadTwiceInTheSmallQueueMovesToMainInsteadOfBeingEvicted() throws {
         // Given ten entries (count limit 10: small queue 1) with a full cache
         let store = try makeStore { $0.countLimit = 10; $0.overflowTrimRatio = 0 }

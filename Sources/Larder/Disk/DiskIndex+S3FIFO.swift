@@ -7,6 +7,9 @@ import Foundation
 // Every statement here is a constant prepared once per connection (the connection's cache) and
 // reused; keys reach SQL only as bound parameters or as their 64-bit ghost digest.
 extension DiskIndex {
+    /// Where an S3-FIFO read counter saturates (libCacheSim's `S3FIFO.c`: 3).
+    static let maxReadCount: Int64 = 3
+
     /// The queue an access row is in (`access.queue`).
     enum Queue: Int64 {
         /// The main queue; also where an LRU store keeps every row (LRU ignores queues).
@@ -141,7 +144,7 @@ extension DiskIndex {
         // the table's pages in order.
         let sorted = accesses.sorted { $0.rowID < $1.rowID }
         let update = try connection.statement(
-            "UPDATE access SET freq = min(3, freq + ?2), accessed = max(accessed, ?3) WHERE entry = ?1")
+            "UPDATE access SET freq = min(\(Self.maxReadCount), freq + ?2), accessed = max(accessed, ?3) WHERE entry = ?1")
         var start = 0
         while start < sorted.count {
             let rowID = sorted[start].rowID
@@ -164,7 +167,7 @@ extension DiskIndex {
     /// queue. Returns `false` when the row has no access row (it is then placed as new).
     func touchOverwritten(rowID: Int64, sequence: Int64, time: Int64) throws -> Bool {
         try connection.statement("""
-            UPDATE access SET seq = ?2, accessed = max(accessed, ?3), freq = min(3, freq + 1) WHERE entry = ?1
+            UPDATE access SET seq = ?2, accessed = max(accessed, ?3), freq = min(\(Self.maxReadCount), freq + 1) WHERE entry = ?1
             """).withReset { statement in
             try statement.bind(rowID, at: 1)
             try statement.bind(sequence, at: 2)

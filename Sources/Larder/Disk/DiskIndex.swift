@@ -53,6 +53,14 @@ final class DiskIndex {
         /// The sliding lifetime in milliseconds (schema 3): each read extends `expires` to the
         /// read's time plus this.
         var sliding: Int64?
+        /// The row's S3-FIFO read counter and last recorded use, when the lookup asked for them
+        /// (`nil` also for a row without an access row).
+        var counter: Counter?
+
+        struct Counter {
+            var count: Int64
+            var accessed: Int64
+        }
     }
 
     /// A row to insert or replace.
@@ -841,6 +849,17 @@ extension DiskIndex.Location {
         let (renewed, overflow) = now.addingReportingOverflow(sliding)
         let end = overflow ? Int64.max : renewed
         return end > expires ? end : nil
+    }
+
+    /// Whether recording a read at `now` would change nothing that matters under S3-FIFO: the
+    /// counter is saturated (``DiskIndex/maxReadCount``), and the last use recorded is at most
+    /// `window` milliseconds old (or later than `now`). Such a read is counted as a hit and
+    /// not logged, so that reads of hot entries write nothing at all; last-used times then
+    /// lag real reads by less than `window`.
+    func isSaturated(at now: Int64, window: Int64) -> Bool {
+        guard let counter, counter.count >= DiskIndex.maxReadCount else { return false }
+        let (start, overflow) = now.subtractingReportingOverflow(window)
+        return overflow || counter.accessed >= start
     }
 }
 

@@ -51,7 +51,9 @@ extension DiskStore {
         /// Which entries go when a limit is exceeded: ``EvictionPolicy/lru`` (the least recently
         /// used) or ``EvictionPolicy/s3fifo`` (S3-FIFO with queues sized in the limits' own
         /// measures: 10% of each limit for the small queue, a ghost of 90% holding no more key
-        /// digests than there are entries; a read only bumps a counter). Expired entries always
+        /// digests than there are entries; a read only bumps a counter, and a read of an entry
+        /// whose counter is saturated and whose last use was recorded under 2 s ago writes
+        /// nothing at all, so last-used times lag reads by up to 2 s). Expired entries always
         /// go first, and the limits and
         /// ``overflowTrimRatio`` mean the same under both. A store's policy may change from one
         /// opening to the next (see ``DiskStore`` for how the order carries over). Defaults to

@@ -6,8 +6,9 @@ extension DiskStore {
     /// damaged (the damaged entry is then removed).
     ///
     /// Runs on a pooled read connection: reads on other threads, and the writer, do not wait
-    /// for it. The read is recorded in memory for least-recently-used order; nothing is written
-    /// to the entry's row.
+    /// for it. The read is recorded in memory for least-recently-used order (under `.s3fifo`,
+    /// for the entry's read counter, unless the counter is saturated and its last use recent);
+    /// nothing is written to the entry's row.
     ///
     /// - Complexity: One lookup of the key index, plus one file read for a value stored in a
     ///   file, and a checksum of the bytes.
@@ -40,8 +41,10 @@ extension DiskStore {
         for _ in 0..<3 {
             // The lookup, the file read and the check run on one pooled reader; the hit or miss
             // is recorded as the reader goes back into the pool, under the same lock hold.
+            let isS3FIFO = configuration.policy == .s3fifo
             let lookup: Lookup = try withRecordingReader { reader in
-                guard let location = try reader.location(forKey: key) else { return (.missing, .miss) }
+                let counted = isS3FIFO && reader.countsNextLookup()
+                guard let location = try reader.location(forKey: key, counted: counted) else { return (.missing, .miss) }
                 // Read after the lookup: a miss needs no clock.
                 let now = configuration.now().milliseconds
                 if let expires = location.expires, expires <= now { return (.expired(location), .miss) }
@@ -49,7 +52,13 @@ extension DiskStore {
                 let access = DiskIndex.Access(rowID: location.rowID, time: now)
                 var found = FoundValue(
                     data: data, expires: location.expires, metadata: location.metadata, sliding: location.sliding)
-                guard let renewed = location.renewedExpiry(at: now) else { return (.found(found), .hit(access)) }
+                guard let renewed = location.renewedExpiry(at: now) else {
+                    guard counted else { return (.found(found), .hit(access)) }
+                    // Under S3-FIFO, a hot entry's read writes nothing (its counter stays at 3).
+                    let saturated = location.isSaturated(at: now, window: Self.accessFlushDelay)
+                    reader.noteCounter(saturated: saturated)
+                    return (.found(found), saturated ? .unloggedHit : .hit(access))
+                }
                 // A sliding lifetime: renewed now for this caller, written with the ranking.
                 found.expires = renewed
                 return (.found(found), .slidingHit(access, expires: renewed))
@@ -176,7 +185,8 @@ extension DiskStore {
     /// value, or `nil` when there is no live entry. Not counted as an access.
     ///
     /// ``Attributes/accessDate`` is the time of the last read or write ranked so far: reads
-    /// are ranked in batches.
+    /// are ranked in batches (and under ``EvictionPolicy/s3fifo`` a read of an often-read
+    /// entry within 2 s of its recorded use is not recorded; see ``trim(toDate:by:)``).
     public func attributes(forKey key: String) throws -> Attributes? {
         let now = configuration.now().milliseconds
         writePendingRenewals()

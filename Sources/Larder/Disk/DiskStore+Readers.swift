@@ -24,6 +24,9 @@ extension DiskStore {
         case miss
         /// A hit, logged for least-recently-used order.
         case hit(DiskIndex.Access)
+        /// A hit counted but not logged: under S3-FIFO, a read that would change nothing in
+        /// the index (see ``DiskIndex/Location/isSaturated(at:window:)``).
+        case unloggedHit
         /// A hit that renewed a sliding lifetime to `expires`, logged with it.
         case slidingHit(DiskIndex.Access, expires: Int64)
     }
@@ -105,6 +108,9 @@ extension DiskStore {
                 return .none
             case .miss:
                 pool.log.misses += 1
+                return .none
+            case .unloggedHit:
+                pool.log.hits += 1
                 return .none
             case .hit(let access):
                 due = pool.log.logHit(access)

@@ -3,11 +3,13 @@
 //
 //   LarderGuard <operation> <iterations> <directory>
 //
-// Operations: disk-get-hit, disk-get-hit-s3fifo (the same under `.s3fifo`), storage-get-hit and storage-get-miss (Storage over the disk tier), disk-get-miss, disk-set
-// (100 B values, inline), memory-hit,
-// memory-insert (an insert that evicts), and disk-get-hit-100k (100 KiB values in blob files,
-// for profiling; not budgeted). Setup is the same every run: fixed keys and values, a
-// fresh directory, SWIFT_DETERMINISTIC_HASHING=1 set by the script.
+// Budgeted operations (100 B values, inline): disk-get-hit, disk-get-hit-s3fifo (the same under
+// `.s3fifo`), disk-get-hit-s3fifo-hot (hits on `.s3fifo` entries whose counters are saturated,
+// which log nothing), storage-get-hit and storage-get-miss (Storage over the disk tier),
+// disk-get-miss, disk-set, memory-hit, memory-insert (an insert that evicts). Profiling aids,
+// not budgeted: disk-get-hit-100k (100 KiB values in blob files) and disk-get-hit-4k (4 KiB
+// values inline, 8,000 of them). Setup is the same every run: fixed keys and values, a fresh
+// directory, SWIFT_DETERMINISTIC_HASHING=1 set by the script.
 import Foundation
 import Larder
 
@@ -34,11 +36,17 @@ final class Box {}
 nonisolated(unsafe) var body: (Int) throws -> Void = { _ in }
 nonisolated(unsafe) var checks: () throws -> Void = {}
 
-func makeDiskStore(policy: EvictionPolicy = .lru) throws -> DiskStore {
+func makeDiskStore(policy: EvictionPolicy = .lru, fixedClock: Bool = false) throws -> DiskStore {
     try? FileManager.default.removeItem(at: directory)
     var configuration = DiskStore.Configuration()
     configuration.logHandler = nil
     configuration.policy = policy
+    if fixedClock {
+        // One instant for setup and reads: whether a read is recent enough to go unlogged
+        // must not depend on how fast callgrind runs.
+        let instant = Date(timeIntervalSince1970: 1_800_000_000)
+        configuration.now = { instant }
+    }
     // Ranked on the reading thread: the count then includes each read's share of its batch's
     // ranking, which on Larder's I/O queue would run outside the measured thread.
     configuration.ranksReadsInBackground = false
@@ -55,6 +63,17 @@ case "disk-get-hit":
     }
 case "disk-get-hit-s3fifo":
     let store = try makeDiskStore(policy: .s3fifo)
+    body = { index in
+        guard try store.value(forKey: key("k", index * 7_919 % residents))?.count == 100 else { fatalError("miss") }
+    }
+case "disk-get-hit-s3fifo-hot":
+    // Hits on entries already read three times under `.s3fifo` (their counters saturated and
+    // their last use recent): such reads are counted and not logged, so they write nothing.
+    let store = try makeDiskStore(policy: .s3fifo, fixedClock: true)
+    for _ in 0..<3 {
+        for index in 0..<residents { guard try store.value(forKey: key("k", index)) != nil else { fatalError("miss") } }
+    }
+    try store.setValue(value(0), forKey: "flush")  // writes the logged reads
     body = { index in
         guard try store.value(forKey: key("k", index * 7_919 % residents))?.count == 100 else { fatalError("miss") }
     }
@@ -94,6 +113,30 @@ case "disk-get-hit-100k":
     sync()  // written back before the reads, not during them
     body = { index in
         guard try store.value(forKey: key("k", index * 7_919 % residents))?.count == 102_400 else { fatalError("miss") }
+    }
+case "disk-get-hit-4k":
+    // Not in budgets.json: a profiling aid for inline values of 4 KiB (the compare run's
+    // `disk.get-hit(4KiB)`), 8,000 of them so the index outgrows SQLite's page cache.
+    try? FileManager.default.removeItem(at: directory)
+    var configuration = DiskStore.Configuration()
+    configuration.logHandler = nil
+    configuration.sizeLimit = 1 << 30
+    configuration.ranksReadsInBackground = false
+    let store = try DiskStore(directory: directory, configuration: configuration)
+    let count = 8_000
+    // Incompressible bytes (xorshift), as the compare run's random values.
+    var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+    for index in 0..<count {
+        let bytes = (0..<4_096).map { _ in
+            state ^= state << 13
+            state ^= state >> 7
+            state ^= state << 17
+            return UInt8(truncatingIfNeeded: state)
+        }
+        try store.setValue(Data(bytes), forKey: key("k", index))
+    }
+    body = { index in
+        guard try store.value(forKey: key("k", index * 7_919 % count))?.count == 4_096 else { fatalError("miss") }
     }
 case "disk-get-miss":
     let store = try makeDiskStore()
