@@ -20,10 +20,22 @@ func say(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
 
+/// The test process that started this helper (ChildProcess sets LARDER_PARENT_PID); a parent
+/// that died before this line ran is noticed too, since the helper then has another parent.
+let expectedParent = ProcessInfo.processInfo.environment["LARDER_PARENT_PID"].flatMap(Int32.init) ?? getppid()
+
 do {
     let driver = try LarderPersistDriver(directory: URL(fileURLWithPath: arguments[1]))
     say("ready")
-    while !FileManager.default.fileExists(atPath: startFile) { usleep(1_000) }
+    // Waits for the start file, and gives up if the test runner is gone (killed, or crashed):
+    // an orphan must not poll for a file that will never come.
+    while !FileManager.default.fileExists(atPath: startFile) {
+        guard getppid() == expectedParent else {
+            FileHandle.standardError.write(Data("error: the parent process exited before the start file appeared\n".utf8))
+            exit(3)
+        }
+        usleep(1_000)
+    }
     for index in 0..<count {
         do {
             try await driver.create(key: "race-\(index)", value: id, expires: nil)
