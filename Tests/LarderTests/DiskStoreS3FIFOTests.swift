@@ -192,26 +192,30 @@ struct DiskStoreS3FIFOTests {
         let connection = try indexConnection()
         defer { connection.close() }
         let accessSQL = """
-            SELECT a.freq || ' ' || a.accessed FROM access AS a CROSS JOIN entries AS e ON e.rowid = a.entry
-            WHERE e.key = 'hot'
+            SELECT a.freq || ' ' || a.seq || ' ' || a.accessed FROM access AS a CROSS JOIN entries AS e
+            ON e.rowid = a.entry WHERE e.key = 'hot'
             """
-        #expect(try Self.strings(connection, accessSQL) == ["3 \(clock.peek.milliseconds)"])
-        let version = try connection.scalarInt64("PRAGMA data_version")
-        // When it is read 2,000 times a second later (about four batches of logged reads,
-        // which this store would rank on the reading thread)
+        let saturated = try Self.strings(connection, accessSQL)
+        #expect(saturated.first?.hasPrefix("3 ") == true)
+        #expect(saturated.first?.hasSuffix(" \(clock.peek.milliseconds)") == true)
+        // When it is read 1,100 times a second later (over two batches of logged reads, which
+        // this store would rank on the reading thread, moving the last use to the reads' time)
         clock.advance(by: 1)
         var intact = 0
-        for _ in 0..<2_000 where try store.value(forKey: "hot") == Data([1]) { intact += 1 }
-        // Then every read was a hit and none wrote anything to the index
-        #expect(intact == 2_000)
-        #expect(store.statistics.hits == 2_003)
-        #expect(try connection.scalarInt64("PRAGMA data_version") == version)
+        for _ in 0..<1_100 where try store.value(forKey: "hot") == Data([1]) { intact += 1 }
+        // Then every read was a hit and none reached the index: the access row is unchanged
+        // (the background checkpoint of the earlier writes may still run, so the database's
+        // own version is no measure here)
+        #expect(intact == 1_100)
+        #expect(store.statistics.hits == 1_103)
+        #expect(try Self.strings(connection, accessSQL) == saturated)
         // And once its recorded use is more than 2 s old, a read is logged again and moves it
         clock.advance(by: 1.5)
         #expect(try store.value(forKey: "hot") == Data([1]))
         try store.setValue(Data([3]), forKey: "other")
-        #expect(try Self.strings(connection, accessSQL) == ["3 \(clock.peek.milliseconds)"])
-        #expect(try connection.scalarInt64("PRAGMA data_version") != version)
+        let after = try Self.strings(connection, accessSQL)
+        #expect(after.first?.hasPrefix("3 ") == true)
+        #expect(after.first?.hasSuffix(" \(clock.peek.milliseconds)") == true)
     }
 
     @Test func lookupsReadTheCounterOnlyWhileThatPays() throws {
