@@ -7,9 +7,9 @@ extension DiskStore {
     /// Reads waiting to be ranked are ranked first, so an entry read just before the call
     /// counts as used then. Under ``EvictionPolicy/s3fifo``, a read of an entry read three
     /// times or more is not recorded while its recorded use is under 2 s old: such an entry
-    /// counts as used up to 2 s before its last read. The entries are found in one pass and removed in batches of short
-    /// transactions, each checking the entry's age again: a write or read landing meanwhile
-    /// (from this or another process) keeps its entry.
+    /// counts as used up to 2 s before its last read. The entries are found in one pass and
+    /// removed in batches of short transactions, each checking the entry's age again: a write
+    /// or read landing meanwhile (from this or another process) keeps its entry.
     ///
     /// - Parameters:
     ///   - date: Entries older than this go (the store's times have millisecond resolution).
