@@ -31,15 +31,15 @@ final class DiskIndexReader {
         self.connection = connection
         // One descent of the unique key index, then the row by id; the key digest is read only
         // for schema-1 rows (see `location(forKey:)`).
-        selectLocation = try connection.statement("""
-            SELECT rowid, file, size, original_size, encoding, crc, crc_kind, created, expires, data, metadata, hash, sliding
-            FROM entries WHERE key = ?
-            """)
+        let locationColumns = """
+            e.rowid, e.file, e.size, e.original_size, e.encoding, e.crc, e.crc_kind, e.created, e.expires, e.data,
+            e.metadata, e.hash, e.sliding
+            """
+        selectLocation = try connection.statement("SELECT \(locationColumns) FROM entries AS e WHERE e.key = ?")
         // Under S3-FIFO: the same, and the row's read counter and last use (one descent of
         // `access` by row id), so that a read which would change neither is not logged.
         selectCountedLocation = try connection.statement("""
-            SELECT e.rowid, e.file, e.size, e.original_size, e.encoding, e.crc, e.crc_kind, e.created, e.expires, e.data,
-                e.metadata, e.hash, e.sliding, a.freq, a.accessed
+            SELECT \(locationColumns), a.freq, a.accessed
             FROM entries AS e LEFT JOIN access AS a ON a.entry = e.rowid WHERE e.key = ?
             """)
         selectAttributes = try connection.statement("""
