@@ -222,7 +222,9 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
     /// - Throws: ``Larder/StorageError`` (code `.io`) when the batch fails.
     public func entries(forKeys keys: [String]) async throws -> [String: TierEntry] {
         let resolved = keys.map { remoteKey.resolve($0) }
-        var commands = resolved.map { MetaCommand(.get, key: $0.key, flags: Self.quietGetFlags) }
+        var commands: [MetaCommand] = []
+        commands.reserveCapacity(keys.count + 1)
+        for key in resolved { commands.append(MetaCommand(.get, key: key.key, flags: Self.quietGetFlags)) }
         commands.append(MetaCommand(.noop))
         let responses: [MetaResponse]
         counters.batchReads.add(1, ordering: .relaxed)
@@ -397,7 +399,7 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
     private static let quietGetFlags: [MetaFlag] = [.value, .remainingTTL, .cas, .quiet]
 
     /// Decodes a `VA` reply for the resolved key; a refused envelope is counted, deleted and a miss.
-    private func accept(_ response: MetaResponse, resolved: (key: [UInt8], digest: ArraySlice<UInt8>)) async -> TierEntry? {
+    private func accept(_ response: MetaResponse, resolved: (key: [UInt8], digest: KeyDigest)) async -> TierEntry? {
         let decoded = (response.value ?? ByteBuffer()).withUnsafeReadableBytes {
             RemoteEnvelope.decode($0, digest: resolved.digest, maxPayloadLength: 1 << 30)
         }

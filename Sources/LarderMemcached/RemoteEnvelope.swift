@@ -20,14 +20,14 @@ struct RemoteEnvelope: Equatable {
     static let headerLength = 4 + 1 + 1 + 16 + 8 + 4 + 4 + 4
     static let crcOffset = headerLength - 4
 
-    var keyDigest: ArraySlice<UInt8>
+    var keyDigest: KeyDigest
     var expirationDate: Date?
     var metadata: Data?
     var payload: Data
 
     /// The first 16 bytes of SHA-256 over the key's UTF-8.
-    static func digest(of key: String) -> [UInt8] {
-        Array(RemoteKey.sha256(key).prefix(16))
+    static func digest(of key: String) -> KeyDigest {
+        RemoteKey.withSHA256(of: key) { KeyDigest($0) }
     }
 
     /// Encodes `payload`, gzipped when that helps and `compress` allows.
@@ -35,7 +35,7 @@ struct RemoteEnvelope: Equatable {
         key: String, payload: Data, expirationDate: Date?, metadata: Data?, compress: Bool
     ) throws -> Data {
         var buffer = ByteBuffer()
-        try encode(digest: digest(of: key)[...], payload: payload, expirationDate: expirationDate,
+        try encode(digest: digest(of: key), payload: payload, expirationDate: expirationDate,
                    metadata: metadata, compress: compress, into: &buffer)
         return Data(buffer.readableBytesView)
     }
@@ -44,10 +44,9 @@ struct RemoteEnvelope: Equatable {
     /// whose 16-byte digest is `digest`; returns the envelope's length.
     @discardableResult
     static func encode(
-        digest: ArraySlice<UInt8>, payload: Data, expirationDate: Date?, metadata: Data?, compress: Bool,
+        digest: KeyDigest, payload: Data, expirationDate: Date?, metadata: Data?, compress: Bool,
         into buffer: inout ByteBuffer
     ) throws -> Int {
-        precondition(digest.count == 16, "RemoteEnvelope: a key digest is 16 bytes")
         var encoding: UInt8 = 0
         var stored = payload
         if compress, payload.count >= 512, let zipped = try? Gzip.compress(payload), zipped.count < payload.count * 9 / 10 {
@@ -62,7 +61,8 @@ struct RemoteEnvelope: Equatable {
         buffer.writeBytes(magic)
         buffer.writeInteger(version)
         buffer.writeInteger(encoding)
-        buffer.writeBytes(digest)
+        buffer.writeInteger(digest.first, endianness: .little)
+        buffer.writeInteger(digest.second, endianness: .little)
         let millis = expirationDate.map { max(1, Int64(($0.timeIntervalSince1970 * 1000).rounded(.up))) } ?? 0
         buffer.writeInteger(UInt64(bitPattern: millis), endianness: .big)
         buffer.writeInteger(UInt32(payload.count), endianness: .big)
@@ -86,15 +86,14 @@ struct RemoteEnvelope: Equatable {
     /// Decodes and checks bytes read for `key`.
     static func decode(_ bytes: Data, key: String, maxPayloadLength: Int) -> Result<RemoteEnvelope, Rejection> {
         let digest = digest(of: key)
-        return bytes.withUnsafeBytes { decode($0, digest: digest[...], maxPayloadLength: maxPayloadLength) }
+        return bytes.withUnsafeBytes { decode($0, digest: digest, maxPayloadLength: maxPayloadLength) }
     }
 
     /// Decodes and checks the bytes read for the key whose 16-byte digest is `digest`, copying
     /// the payload out once.
     static func decode(
-        _ bytes: UnsafeRawBufferPointer, digest: ArraySlice<UInt8>, maxPayloadLength: Int
+        _ bytes: UnsafeRawBufferPointer, digest: KeyDigest, maxPayloadLength: Int
     ) -> Result<RemoteEnvelope, Rejection> {
-        precondition(digest.count == 16, "RemoteEnvelope: a key digest is 16 bytes")
         guard bytes.count >= headerLength else {
             return .failure(!bytes.isEmpty && bytes.elementsEqual(magic.prefix(min(bytes.count, 4))) ? .truncated : .foreign)
         }
@@ -104,11 +103,7 @@ struct RemoteEnvelope: Equatable {
         // Whole-word compares: these checks run for every remote hit.
         guard load(UInt32.self, at: 0) == magicWord, bytes[4] == version, bytes[5] <= 1 else { return .failure(.foreign) }
         guard checksum(of: bytes) == load(UInt32.self, at: crcOffset) else { return .failure(.checksum) }
-        let sameKey = digest.withUnsafeBytes { expected in
-            expected.loadUnaligned(as: UInt64.self) == bytes.loadUnaligned(fromByteOffset: 6, as: UInt64.self)
-                && expected.loadUnaligned(fromByteOffset: 8, as: UInt64.self) == bytes.loadUnaligned(fromByteOffset: 14, as: UInt64.self)
-        }
-        guard sameKey else { return .failure(.otherKey) }
+        guard KeyDigest(UnsafeRawBufferPointer(rebasing: bytes[6..<22])) == digest else { return .failure(.otherKey) }
         let millis = Int64(bitPattern: load(UInt64.self, at: 22))
         let originalLength = Int(load(UInt32.self, at: 30))
         let metadataLength = Int(load(UInt32.self, at: 34))
@@ -154,26 +149,48 @@ struct RemoteKey {
     }
 
     /// The memcached key of `cacheKey` and the 16-byte digest its envelope carries, from one
-    /// SHA-256 of the key.
-    func resolve(_ cacheKey: String) -> (key: [UInt8], digest: ArraySlice<UInt8>) {
-        let sha = Self.sha256(cacheKey)
-        var key = [UInt8]()
-        key.reserveCapacity(namespace.utf8.count + 64)
-        key.append(contentsOf: namespace.utf8)
-        let hexDigits: StaticString = "0123456789abcdef"
-        hexDigits.withUTF8Buffer { digits in
-            for byte in sha {
-                key.append(digits[Int(byte >> 4)])
-                key.append(digits[Int(byte & 0x0F)])
+    /// SHA-256 of the key (hashed into a stack buffer: the key's bytes are the one allocation).
+    func resolve(_ cacheKey: String) -> (key: [UInt8], digest: KeyDigest) {
+        let namespace = namespace
+        return Self.withSHA256(of: cacheKey) { sha in
+            var key = [UInt8]()
+            key.reserveCapacity(namespace.utf8.count + 2 * sha.count)
+            key.append(contentsOf: namespace.utf8)
+            let hexDigits: StaticString = "0123456789abcdef"
+            hexDigits.withUTF8Buffer { digits in
+                for byte in sha {
+                    key.append(digits[Int(byte >> 4)])
+                    key.append(digits[Int(byte & 0x0F)])
+                }
             }
+            return (key, KeyDigest(UnsafeRawBufferPointer(sha)))
         }
-        return (key, sha[0..<16])
     }
 
-    /// SHA-256 of the key's UTF-8.
-    static func sha256(_ cacheKey: String) -> [UInt8] {
+    /// Hands SHA-256 of the key's UTF-8 to `body`.
+    static func withSHA256<Result>(of cacheKey: String, _ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result {
         var cacheKey = cacheKey
-        return cacheKey.withUTF8 { KeyHashing.sha256.digest(UnsafeRawBufferPointer($0)) }
+        return cacheKey.withUTF8 { KeyHashing.sha256.withDigest(of: UnsafeRawBufferPointer($0), body) }
+    }
+}
+
+/// The first 16 bytes of SHA-256 over a cache key's UTF-8, which every envelope carries to
+/// prove whose value it is: two words, so that a resolved key carries it without an
+/// allocation and a read compares it in two instructions. `first` and `second` are the bytes
+/// read as little-endian words, the order they are written in.
+struct KeyDigest: Equatable, Sendable {
+    var first: UInt64
+    var second: UInt64
+
+    /// The digest in the first 16 bytes of `bytes` (which holds at least 16).
+    init(_ bytes: UnsafeRawBufferPointer) {
+        precondition(bytes.count >= 16, "KeyDigest: a key digest is 16 bytes")
+        first = UInt64(littleEndian: bytes.loadUnaligned(as: UInt64.self))
+        second = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+    }
+
+    init(_ bytes: UnsafeBufferPointer<UInt8>) {
+        self.init(UnsafeRawBufferPointer(bytes))
     }
 }
 

@@ -48,7 +48,7 @@ public enum KeyHashing: String, Sendable, Hashable, CaseIterable {
     }
 
     /// Hands the digest to `body` in a stack buffer: no allocation per call.
-    private func withDigest<Result>(
+    package func withDigest<Result>(
         of bytes: UnsafeRawBufferPointer, _ body: (UnsafeBufferPointer<UInt8>) -> Result
     ) -> Result {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { buffer in

@@ -1,37 +1,40 @@
 #if Memcached
 import NIOCore
-import Synchronization
 
 /// Where a command's reply goes: a promise, a waiting task's continuation (resumed straight
 /// from the event loop, saving the hop a future's callback costs) or a slot of a batch.
-/// Completes once; later completions (a write failure after a timeout, say) are ignored. That
-/// guard is why an unsafe continuation is enough (a checked one costs an allocation per call).
-final class ReplySink: Sendable {
+///
+/// A value, not an object: no allocation and no atomic per command. It is completed exactly
+/// once because only one place ever holds a live copy: ``MetaRequestHandler`` either fails it
+/// while refusing its command (never queued) or queues it and completes it when it takes it
+/// off its queue of pending replies (a reply, a timeout, a failure or the connection's end,
+/// each of which removes it first). That is why an unsafe continuation is enough (a checked
+/// one costs an allocation per call).
+struct ReplySink: Sendable {
     private enum Target: Sendable {
         case promise(EventLoopPromise<MetaResponse>)
         case continuation(UnsafeContinuation<MetaResponse, any Error>)
         case batch(BatchCollector, index: Int)
     }
     private let target: Target
-    private let isDone = Atomic<Bool>(false)
 
     init(_ promise: EventLoopPromise<MetaResponse>) { target = .promise(promise) }
     init(_ continuation: UnsafeContinuation<MetaResponse, any Error>) { target = .continuation(continuation) }
     init(_ collector: BatchCollector, index: Int) { target = .batch(collector, index: index) }
 
-    func succeed(_ response: MetaResponse) { complete(.success(response)) }
-    func fail(_ error: any Error) { complete(.failure(error)) }
-
-    private func complete(_ result: Result<MetaResponse, any Error>) {
-        guard !isDone.exchange(true, ordering: .acquiringAndReleasing) else { return }
+    func succeed(_ response: MetaResponse) {
         switch target {
-        case .promise(let promise): promise.completeWith(result)
-        case .continuation(let continuation): continuation.resume(with: result)
-        case .batch(let collector, let index):
-            switch result {
-            case .success(let response): collector.succeed(response, at: index)
-            case .failure(let error): collector.fail(error)
-            }
+        case .promise(let promise): promise.succeed(response)
+        case .continuation(let continuation): continuation.resume(returning: response)
+        case .batch(let collector, let index): collector.succeed(response, at: index)
+        }
+    }
+
+    func fail(_ error: any Error) {
+        switch target {
+        case .promise(let promise): promise.fail(error)
+        case .continuation(let continuation): continuation.resume(throwing: error)
+        case .batch(let collector, _): collector.fail(error)
         }
     }
 }
