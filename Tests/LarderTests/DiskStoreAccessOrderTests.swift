@@ -192,6 +192,81 @@ struct DiskStoreAccessOrderTests {
         #expect(try store.keys().isEmpty)
     }
 
+    // MARK: - Writes after reads
+
+    @Test func aWriteOfAStoreAloneLeavesTheReadsBeforeItUnrankedYetAfterThem() throws {
+        // Given a store alone on its directory, reads ranked only when told (no background)
+        let store = try makeStore { $0.ranksReadsInBackground = false }
+        for key in ["a", "b", "c", "d"] { try store.setValue(Data(key.utf8), forKey: key) }
+        let written = try query("SELECT seq FROM access ORDER BY entry")
+        // When a and b are read, then e is written
+        _ = try store.value(forKey: "a")
+        _ = try store.value(forKey: "b")
+        try store.setValue(Data("e".utf8), forKey: "e")
+        // Then the write ranked nothing: the four rows keep their numbers, and e's is the
+        // highest
+        let after = try query("SELECT seq FROM access ORDER BY entry")
+        #expect(Array(after.prefix(4)) == written)
+        #expect(after[4][0] > written.map { $0[0] }.max()!)
+        // And the order is c, d, a, b, e all the same: trimming to three keeps a, b and e
+        try store.trim(toCount: 3)
+        #expect(try store.keys() == ["a", "b", "e"])
+        try store.trim(toCount: 1)
+        #expect(try store.keys() == ["e"])
+    }
+
+    @Test func anEvictingWriteRanksTheReadsBeforeItFirst() throws {
+        // Given a store of four entries at its count limit
+        let store = try makeStore {
+            $0.countLimit = 4
+            $0.ranksReadsInBackground = false
+        }
+        for key in ["a", "b", "c", "d"] { try store.setValue(Data(key.utf8), forKey: key) }
+        // When a and b are read and e written (the write evicts one entry), then f (another)
+        _ = try store.value(forKey: "a")
+        _ = try store.value(forKey: "b")
+        try store.setValue(Data("e".utf8), forKey: "e")
+        try store.setValue(Data("f".utf8), forKey: "f")
+        // Then the least recently used went: c, then d
+        #expect(try store.keys() == ["a", "b", "e", "f"])
+    }
+
+    @Test func aRowNumberReusedAfterARemovalIsNotRankedByTheOldRead() throws {
+        // Given x, then k (the highest row id), both written
+        let store = try makeStore { $0.ranksReadsInBackground = false }
+        try store.setValue(Data("x".utf8), forKey: "x")
+        try store.setValue(Data("k".utf8), forKey: "k")
+        // When k is read, removed, x read, and n written (SQLite gives it k's row id again)
+        _ = try store.value(forKey: "k")
+        #expect(try store.removeValue(forKey: "k"))
+        _ = try store.value(forKey: "x")
+        try store.setValue(Data("n".utf8), forKey: "n")
+        #expect(try query("SELECT entry FROM access ORDER BY entry") == [[1], [2]], "n took k's row id")
+        // Then k's old read, ranked now with a number below n's write, leaves n alone: n stays
+        // the most recent, so trimming to one keeps it
+        try store.trim(toCount: 1)
+        #expect(try store.keys() == ["n"])
+    }
+
+    @Test func aWriteRanksTheReadsBeforeItWhileAnotherStoreHasTheDirectoryOpen() throws {
+        // Given two stores on one directory
+        let first = try makeStore { $0.ranksReadsInBackground = false }
+        for key in ["a", "b", "c"] { try first.setValue(Data(key.utf8), forKey: key) }
+        let second = try makeStore()
+        // When the first reads a and writes d
+        _ = try first.value(forKey: "a")
+        try first.setValue(Data("d".utf8), forKey: "d")
+        // Then the read is in the index already: the second store's trim sees it
+        try second.trim(toCount: 2)
+        #expect(try second.keys() == ["a", "d"])
+        // And once the second is closed, the first is alone again: its writes rank nothing
+        second.close()
+        let before = try query("SELECT seq FROM access ORDER BY entry")
+        _ = try first.value(forKey: "a")
+        try first.setValue(Data("e".utf8), forKey: "e")
+        #expect(Array(try query("SELECT seq FROM access ORDER BY entry").prefix(2)) == before)
+    }
+
     // MARK: - Across stores and reopening
 
     @Test func orderIsMonotonicAcrossTwoStoresOnOneDirectory() throws {

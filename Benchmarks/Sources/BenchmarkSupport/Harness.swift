@@ -44,6 +44,14 @@ public func measure(_ body: () throws -> Void) rethrows -> Double {
     return monotonicSeconds() - start
 }
 
+/// CPU time this process has used so far (user and system, every thread), in seconds.
+public func processCPUSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
 /// Keeps the optimizer from dropping a result.
 @inline(never)
 public func consume<T>(_ value: T) {

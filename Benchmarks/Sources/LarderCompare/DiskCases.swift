@@ -167,12 +167,39 @@ func runParallelReads(_ store: DiskStore, order: [String], bytes: Int, label: St
             consume(value)
         }
     }
+    // Cores busy (process CPU time over wall time) in each phase: one reading thread already
+    // keeps more than one core busy, because its reads are ranked on a background thread.
+    var cpu = processCPUSeconds()
     let one = measure { readAll(offset: 0) }
+    let oneCPU = processCPUSeconds() - cpu
+    cpu = processCPUSeconds()
     let two = measure {
         DispatchQueue.concurrentPerform(iterations: 2) { thread in readAll(offset: thread * n / 2) }
     }
+    let twoCPU = processCPUSeconds() - cpu
     report("disk.get-hit(\(label), 2 threads)", "1thread", ops: n, seconds: one)
     report("disk.get-hit(\(label), 2 threads)", "larder", ops: 2 * n, seconds: two)
+    report("disk.get-hit(\(label), cores busy)", "1thread", value: oneCPU / one, unit: "cores")
+    report("disk.get-hit(\(label), cores busy)", "2threads", value: twoCPU / two, unit: "cores")
+}
+
+/// Only the two-thread reads (`cases=threads`): for each of 100 B and 4 KiB, `n` values set and
+/// read once in a scattered order, then ``runParallelReads(_:order:bytes:label:)``.
+func runParallelReadCases(_ arguments: Arguments, root: URL) throws {
+    for (bytes, label, countKey) in Workload.sizes where bytes <= 4_096 {
+        let n = arguments.int(countKey, default: 1000)
+        let directory = root.appendingPathComponent("threads-\(label)")
+        try? FileManager.default.removeItem(at: directory)
+        let contender = try DiskStoreContender(directory: directory)
+        let base = Workload.randomBytes(bytes)
+        let keys = (0..<n).map { Workload.key("k", label, $0) }
+        for i in 0..<n { try contender.set(Workload.value(base: base, index: i), forKey: keys[i]) }
+        let order = (0..<n).map { keys[Workload.readIndex($0, n)] }
+        for key in order where try contender.get(key) == nil { fail("threads: miss for \(key)") }
+        try runParallelReads(contender.store, order: order, bytes: bytes, label: label)
+        contender.close()
+        try? FileManager.default.removeItem(at: directory)
+    }
 }
 
 /// Entry counts of the open-time cases.
@@ -211,4 +238,36 @@ func runOpenCases(root: URL, repeats: Int) throws {
         }
         report("disk.open(\(label))", "larder", value: median(samples) * 1000, unit: "ms")
     }
+}
+
+/// A mixed load (`cases=mixed`): on a store of `n100` entries of 100 B, rounds of `mixreads`
+/// reads in a scattered order followed by one overwrite, `mixrounds` rounds. Reports the reads'
+/// and the writes' rates separately (a write ranks the reads logged before it inside its own
+/// transaction, so the log's batch size moves cost between the two).
+func runMixedCases(_ arguments: Arguments, root: URL) throws {
+    let n = arguments.int("n100", default: 1000)
+    let readsPerWrite = arguments.int("mixreads", default: 256)
+    let rounds = arguments.int("mixrounds", default: 2_000)
+    let directory = root.appendingPathComponent("mixed")
+    try? FileManager.default.removeItem(at: directory)
+    let contender = try DiskStoreContender(directory: directory)
+    let base = Workload.randomBytes(100)
+    let keys = (0..<n).map { Workload.key("k", "mixed", $0) }
+    for i in 0..<n { try contender.set(Workload.value(base: base, index: i), forKey: keys[i]) }
+    let order = (0..<n).map { keys[Workload.readIndex($0, n)] }
+    var readSeconds = 0.0, writeSeconds = 0.0, step = 0
+    for round in 0..<rounds {
+        readSeconds += try measure {
+            for _ in 0..<readsPerWrite {
+                guard try contender.get(order[step % n]) != nil else { fail("mixed: miss") }
+                step += 1
+            }
+        }
+        let value = Workload.value(base: base, index: round)
+        writeSeconds += try measure { try contender.set(value, forKey: keys[(round * 7_919) % n]) }
+    }
+    report("disk.mixed(\(readsPerWrite) reads, 1 write)", "reads", ops: rounds * readsPerWrite, seconds: readSeconds)
+    report("disk.mixed(\(readsPerWrite) reads, 1 write)", "writes", ops: rounds, seconds: writeSeconds)
+    contender.close()
+    try? FileManager.default.removeItem(at: directory)
 }

@@ -7,7 +7,7 @@
 //
 //   LarderCompare prepare-open opendir=/tmp/x           build the 1k/10k/100k stores once
 //   LarderCompare dir=/tmp/y opendir=/tmp/x n100=20000 n4k=10000 n100k=1000 n1m=200 \
-//                 ncodec=300 ndigest=500000 nmem=2000000 memcap=10000 [cases=disk,memory,codec,open; policy: only the disk policy cases]
+//                 ncodec=300 ndigest=500000 nmem=2000000 memcap=10000 [cases=disk,memory,codec,open; policy: only the disk policy cases; threads: only the two-thread reads; mixed: reads and writes interleaved]
 import BenchmarkSupport
 import Foundation
 
@@ -33,6 +33,8 @@ do {
     }
     if cases.contains("codec") { try runCodecCases(arguments) }
     if cases.contains("disk") { try runDiskCases(arguments, root: root) }
+    if cases.contains("threads") { try runParallelReadCases(arguments, root: root) }
+    if cases.contains("mixed") { try runMixedCases(arguments, root: root) }
     if cases.contains("disk") || cases.contains("policy") { try runDiskPolicyCase(arguments, root: root) }
     if cases.contains("open"), let openRoot = arguments.values["opendir"] {
         try runOpenCases(root: URL(fileURLWithPath: openRoot), repeats: arguments.int("openrepeats", default: 5))

@@ -108,6 +108,8 @@ final class DiskIndex {
     /// What the read log hands to a ranking: reads in order, and the lifetimes they renewed.
     struct PendingReads {
         var accesses: [Access] = []
+        /// The numbers reserved for the first `sequences.count` accesses.
+        var sequences: [Int64] = []
         var extensions: [Extension] = []
         var isEmpty: Bool { accesses.isEmpty && extensions.isEmpty }
     }
@@ -204,7 +206,7 @@ final class DiskIndex {
         selectSequence = try connection.statement("SELECT seq FROM totals WHERE id = 0")
         updateSequence = try connection.statement("UPDATE totals SET seq = ? WHERE id = 0")
         touchAccess = try connection.statement(
-            "UPDATE access SET seq = ?2, accessed = max(accessed, ?3) WHERE entry = ?1")
+            "UPDATE access SET seq = ?2, accessed = max(accessed, ?3) WHERE entry = ?1 AND seq < ?2")
         deleteKey = try connection.statement("DELETE FROM entries WHERE key = ? RETURNING file")
         deleteRowID = try connection.statement("DELETE FROM entries WHERE rowid = ? RETURNING file")
         deleteIfUnchanged = try connection.statement(
@@ -630,15 +632,23 @@ final class DiskIndex {
     /// `reserving` more numbers; returns the last number used or reserved. An entry read several
     /// times is ranked once, at its last read.
     @discardableResult
-    func recordAccesses(_ accesses: [Access], reserving: Int64 = 0) throws -> Int64 {
+    func recordAccesses(_ accesses: [Access], sequences reserved: [Int64] = [], reserving: Int64 = 0) throws -> Int64 {
         guard !accesses.isEmpty || reserving > 0 else { return try maxSequence() }
         var sequence = try maxSequence()
         let isLastRead = Self.lastReads(accesses)
         for (position, access) in accesses.enumerated() where isLastRead[position] {
-            sequence += 1
+            // A read a write reserved a number for takes it (below the write's); the others
+            // take the next ones.
+            let number: Int64
+            if position < reserved.count {
+                number = reserved[position]
+            } else {
+                sequence += 1
+                number = sequence
+            }
             try touchAccess.withReset { statement in
                 try statement.bind(access.rowID, at: 1)
-                try statement.bind(sequence, at: 2)
+                try statement.bind(number, at: 2)
                 try statement.bind(access.time, at: 3)
                 try statement.step()
             }

@@ -1,4 +1,5 @@
 public import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -95,6 +96,12 @@ extension DiskStore {
             index.connection.close()
             state.index = nil
             state.needsReopen = false
+        }
+        if isCounted.exchange(false, ordering: .relaxed) {
+            Self.openStores.withLock { stores in
+                stores[canonicalDirectory, default: 1] -= 1
+                if stores[canonicalDirectory] == 0 { stores[canonicalDirectory] = nil }
+            }
         }
     }
 

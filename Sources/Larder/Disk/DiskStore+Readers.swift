@@ -226,7 +226,7 @@ extension DiskStore {
             guard !due.isEmpty else { return }
             do {
                 try index.connection.transaction {
-                    try recordReads(due.accesses, index: index)
+                    try recordReads(due.accesses, sequences: due.sequences, index: index)
                     try index.extendLifetimes(due.extensions)
                 }
             } catch {
@@ -243,7 +243,7 @@ extension DiskStore {
     func flushAccesses(index: DiskIndex, reserving: Int64 = 0) throws -> Int64 {
         let due = readers.withLock { $0.log.takePending() }
         do {
-            let sequence = try recordReads(due.accesses, index: index, reserving: reserving)
+            let sequence = try recordReads(due.accesses, sequences: due.sequences, index: index, reserving: reserving)
             try index.extendLifetimes(due.extensions)
             return sequence
         } catch {
@@ -255,9 +255,14 @@ extension DiskStore {
     private func restorePendingAccesses(_ due: DiskIndex.PendingReads) {
         guard !due.isEmpty else { return }
         readers.withLock { pool in
+            // Reserved numbers stay a prefix: the log's own only follow reads that all had one.
+            pool.log.reservedSequences = due.sequences.count == due.accesses.count
+                ? due.sequences + pool.log.reservedSequences : due.sequences
             pool.log.pending.insert(contentsOf: due.accesses, at: 0)
             if pool.log.pending.count > Self.accessBacklogLimit {
-                pool.log.pending.removeFirst(pool.log.pending.count - Self.accessBacklogLimit)
+                let dropped = pool.log.pending.count - Self.accessBacklogLimit
+                pool.log.pending.removeFirst(dropped)
+                pool.log.reservedSequences.removeFirst(min(dropped, pool.log.reservedSequences.count))
             }
             pool.log.extensions.insert(contentsOf: due.extensions, at: 0)
             if pool.log.extensions.count > Self.accessBacklogLimit {
@@ -265,6 +270,44 @@ extension DiskStore {
             }
             if let first = due.accesses.first {
                 pool.log.oldestPending = pool.log.oldestPending.map { min($0, first.time) } ?? first.time
+            }
+        }
+    }
+
+    /// The sequence number of a write of the least-recently-used store, inside its
+    /// transaction (with the writer's lock held), after the reads logged before it without
+    /// ranking them: numbers just below the write's are reserved for the pending reads that
+    /// have none yet, and they take them when they are ranked (later, in the background, or
+    /// before an eviction, which this store alone makes). So a write does not pay for the
+    /// reads before it. `nil` when the reads must be ranked now instead: renewed lifetimes wait
+    /// (they decide what the write finds live), or another store, in this process or another,
+    /// has the directory open (it sees this store's reads from its next write, as before).
+    ///
+    /// If the transaction does not commit, ``cancelReservation(_:)`` with the returned count.
+    func reserveSequence(index: DiskIndex) throws -> (sequence: Int64, reservedBefore: Int)? {
+        let hasPending = readers.withLock { !$0.log.pending.isEmpty }
+        if hasPending, !isAloneOnDirectory(index) { return nil }
+        let maximum = try index.maxSequence()
+        let reservation: (reserved: Int64, before: Int)? = readers.withLock { pool in
+            guard pool.log.extensions.isEmpty else { return nil }
+            let before = pool.log.reservedSequences.count
+            let count = pool.log.pending.count - before
+            pool.log.reservedSequences.append(contentsOf: (0..<Int64(count)).lazy.map { maximum + 1 + $0 })
+            return (Int64(count), before)
+        }
+        guard let reservation else { return nil }
+        let sequence = maximum + reservation.reserved + 1
+        try index.setMaxSequence(sequence)
+        return (sequence, reservation.before)
+    }
+
+    /// Takes back the numbers a write reserved that did not commit (they may be used again).
+    /// Only the write's own reservations can follow `reservedBefore`: the writer's lock is held
+    /// from the reservation to here, and only its holder ranks or reserves.
+    func cancelReservation(_ reservedBefore: Int) {
+        readers.withLock { pool in
+            if pool.log.reservedSequences.count > reservedBefore {
+                pool.log.reservedSequences.removeLast(pool.log.reservedSequences.count - reservedBefore)
             }
         }
     }
@@ -303,8 +346,9 @@ extension DiskStore.ReadLog {
 
     /// Empties the log of pending reads and renewals and returns them, in read order.
     mutating func takePending() -> DiskIndex.PendingReads {
-        let due = DiskIndex.PendingReads(accesses: pending, extensions: extensions)
+        let due = DiskIndex.PendingReads(accesses: pending, sequences: reservedSequences, extensions: extensions)
         pending = []
+        reservedSequences = []
         pending.reserveCapacity(DiskStore.accessFlushCount)
         extensions = []
         oldestPending = nil

@@ -26,9 +26,11 @@ extension DiskStore {
     /// everything ranked so far; S3-FIFO bumps counters and ranks nothing. Reserves `reserving`
     /// recency numbers either way; returns the last number used or reserved.
     @discardableResult
-    func recordReads(_ accesses: [DiskIndex.Access], index: DiskIndex, reserving: Int64 = 0) throws -> Int64 {
+    func recordReads(
+        _ accesses: [DiskIndex.Access], sequences: [Int64] = [], index: DiskIndex, reserving: Int64 = 0
+    ) throws -> Int64 {
         guard configuration.policy == .s3fifo else {
-            return try index.recordAccesses(accesses, reserving: reserving)
+            return try index.recordAccesses(accesses, sequences: sequences, reserving: reserving)
         }
         try index.recordFrequencies(accesses)
         return try index.recordAccesses([], reserving: reserving)

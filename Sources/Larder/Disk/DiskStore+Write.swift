@@ -75,26 +75,44 @@ extension DiskStore {
         let obsolete: [String]?
         do {
             obsolete = try withLiveIndex { state, index in
-                let obsolete: [String]? = try index.connection.transaction {
-                    if onlyIfAbsent {
-                        // Lifetimes this process renewed decide whether the entry is live.
-                        if hasPendingRenewals { try flushAccesses(index: index) }
-                        if case let expires? = try index.reads.expiry(forKey: key),
-                           expires.map({ $0 > nowMilliseconds }) ?? true {
-                            return nil
+                // Sequence numbers this write reserved for the reads before it, taken back if
+                // it does not commit.
+                var reservation: Int?
+                let obsolete: [String]?
+                do {
+                    obsolete = try index.connection.transaction {
+                        if onlyIfAbsent {
+                            // Lifetimes this process renewed decide whether the entry is live.
+                            if hasPendingRenewals { try flushAccesses(index: index) }
+                            if case let expires? = try index.reads.expiry(forKey: key),
+                               expires.map({ $0 > nowMilliseconds }) ?? true {
+                                return nil
+                            }
                         }
+                        if configuration.policy == .s3fifo {
+                            // Reads logged before this write count before it.
+                            let sequence = try flushAccesses(index: index, reserving: 1)
+                            return try writeS3FIFO(row, sequence: sequence, state: &state, index: index, now: nowMilliseconds)
+                        }
+                        // Reads logged before this write rank before it: they are given the numbers
+                        // below its own, and ranked later (before an eviction at the latest).
+                        let sequence: Int64
+                        if let reserved = try reserveSequence(index: index) {
+                            sequence = reserved.sequence
+                            reservation = reserved.reservedBefore
+                        } else {
+                            sequence = try flushAccesses(index: index, reserving: 1)
+                        }
+                        var obsolete: [String] = []
+                        let existing = try index.existingRow(forKey: key)
+                        if let previous = existing?.file { obsolete.append(previous) }
+                        try index.write(row, sequence: sequence, existing: existing?.rowID)
+                        obsolete += try evictIfNeeded(&state, index: index, now: nowMilliseconds, keeping: key)
+                        return obsolete
                     }
-                    // Reads logged before this write rank before it.
-                    let sequence = try flushAccesses(index: index, reserving: 1)
-                    if configuration.policy == .s3fifo {
-                        return try writeS3FIFO(row, sequence: sequence, state: &state, index: index, now: nowMilliseconds)
-                    }
-                    var obsolete: [String] = []
-                    let existing = try index.existingRow(forKey: key)
-                    if let previous = existing?.file { obsolete.append(previous) }
-                    try index.write(row, sequence: sequence, existing: existing?.rowID)
-                    obsolete += try evictIfNeeded(&state, index: index, now: nowMilliseconds, keeping: key)
-                    return obsolete
+                } catch {
+                    if let reservation { cancelReservation(reservation) }
+                    throw error
                 }
                 guard obsolete != nil else { return nil }
                 state.statistics.writes += 1

@@ -15,8 +15,12 @@ import Musl
 /// corrupt bytes are never returned.
 ///
 /// A read writes nothing to the entry's row: it is appended to an in-memory log, in order, and
-/// the log is ranked into the narrow `access` table in batches (or before the next write), so
-/// least-recently-used order follows the order of reads even within one millisecond. Reads run
+/// the log is ranked into the narrow `access` table in batches, so least-recently-used order
+/// follows the order of reads even within one millisecond. A write ranks after the reads logged
+/// before it without ranking them itself: it reserves the sequence numbers below its own for
+/// them (an eviction, and every trim, ranks the log first). While another store, in this
+/// process or another, has the directory open, a write ranks the log first instead, so that
+/// store sees the reads from then on. Reads run
 /// on a small pool of read-only connections (SQLite's WAL mode lets them proceed in parallel
 /// with each other and with the one writer connection).
 ///
@@ -59,6 +63,13 @@ public final class DiskStore: Sendable {
     let readers: Locked<ReaderPool>
     /// `index.sqlite` in ``directory``.
     let indexPath: String
+    /// ``directory`` with symbolic links resolved: the key of ``openStores``.
+    let canonicalDirectory: String
+    /// Open stores of this process per directory (by ``canonicalDirectory``): a write leaves
+    /// the reads before it unranked only while its store is alone on its directory.
+    static let openStores = Locked<[String: Int]>([:])
+    /// Whether this store counts in ``openStores`` (from its opening to ``close()``).
+    let isCounted = Atomic<Bool>(true)
     /// When a read last looked at the directory (``monotonicNanoseconds()``).
     let lastDirectoryCheck = Atomic<UInt64>(0)
     /// Where the storage that created the store hears of evictions and expirations.
@@ -113,6 +124,11 @@ public final class DiskStore: Sendable {
         var hits = 0
         var misses = 0
         var pending: [DiskIndex.Access] = []
+        /// The sequence numbers that writes reserved for the first `reservedSequences.count`
+        /// pending reads (one per read, in order): a write of this process ranks after the
+        /// reads logged before it without ranking them itself (see
+        /// ``DiskStore/reserveSequence(index:)``).
+        var reservedSequences: [Int64] = []
         /// Sliding lifetimes renewed by logged reads, written with their ranking.
         var extensions: [DiskIndex.Extension] = []
         var oldestPending: Int64?
@@ -122,7 +138,8 @@ public final class DiskStore: Sendable {
 
     /// Recorded reads wait in memory until this many are pending…
     static let accessFlushCount = 512
-    /// …or the oldest has waited this long (milliseconds), or a write transaction runs.
+    /// …or the oldest has waited this long (milliseconds), or an eviction or trim needs them
+    /// (or a write, while another store has the directory open).
     static let accessFlushDelay: Int64 = 2_000
     /// A reader that finds this many reads waiting while a background ranking runs ranks them
     /// itself, so the log cannot outgrow the ranking.
@@ -170,9 +187,11 @@ public final class DiskStore: Sendable {
         try files.createDirectories()
 
         indexPath = self.directory.appendingPathComponent("index.sqlite").path
+        canonicalDirectory = Self.canonicalPath(self.directory.path)
         let (index, needsSweep) = try Self.openIndex(in: self.directory, configuration: configuration)
         state = Locked(State(index: index, indexIdentity: FileIdentity(path: indexPath)))
         readers = Locked(ReaderPool())
+        Self.openStores.withLock { $0[canonicalDirectory, default: 0] += 1 }
         if needsSweep {
             DispatchQueue.global(qos: .utility).async { [weak self] in
                 self?.sweepInBackground()
@@ -182,6 +201,20 @@ public final class DiskStore: Sendable {
 
     deinit {
         close()
+    }
+
+    /// `path` with symbolic links resolved (as given when it cannot be resolved).
+    static func canonicalPath(_ path: String) -> String {
+        guard let resolved = realpath(path, nil) else { return path }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    /// Whether no other store — of this process (``openStores``) or another (SQLite's view of
+    /// the index) — has the directory open. Call inside a transaction of `index`.
+    func isAloneOnDirectory(_ index: DiskIndex) -> Bool {
+        guard Self.openStores.withLock({ $0[canonicalDirectory] ?? 0 }) <= 1 else { return false }
+        return !index.connection.hasExternalConnection()
     }
 
     // MARK: - Locked helpers

@@ -44,6 +44,18 @@ final class SQLiteConnection {
         _ = csqlite_disable_memory_statistics()
     }()
 
+    /// Whether a connection in another process has this (WAL-mode) database open, as SQLite
+    /// sees it (`SQLITE_FCNTL_EXTERNAL_READER`: a test of the lock every connection holds on
+    /// the shared-memory file; one `fcntl` query). Call while the connection has the
+    /// shared memory open (inside a transaction); `true` when SQLite cannot tell.
+    func hasExternalConnection() -> Bool {
+        var external: Int32 = 0
+        guard sqlite3_file_control(handle, "main", SQLITE_FCNTL_EXTERNAL_READER, &external) == SQLITE_OK else {
+            return true
+        }
+        return external != 0
+    }
+
     /// Finalizes the cached statements, then closes the connection. Idempotent.
     func close() {
         logMonitor?.retire()
