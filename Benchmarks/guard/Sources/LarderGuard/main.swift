@@ -36,21 +36,28 @@ final class Box {}
 nonisolated(unsafe) var body: (Int) throws -> Void = { _ in }
 nonisolated(unsafe) var checks: () throws -> Void = {}
 
-func makeDiskStore(policy: EvictionPolicy = .lru, fixedClock: Bool = false) throws -> DiskStore {
+/// An empty `DiskStore` in a fresh `directory`, quiet, configured by `configure`.
+func openDiskStore(_ configure: (inout DiskStore.Configuration) -> Void) throws -> DiskStore {
     try? FileManager.default.removeItem(at: directory)
     var configuration = DiskStore.Configuration()
     configuration.logHandler = nil
-    configuration.policy = policy
-    if fixedClock {
-        // One instant for setup and reads: whether a read is recent enough to go unlogged
-        // must not depend on how fast callgrind runs.
-        let instant = Date(timeIntervalSince1970: 1_800_000_000)
-        configuration.now = { instant }
+    configure(&configuration)
+    return try DiskStore(directory: directory, configuration: configuration)
+}
+
+func makeDiskStore(policy: EvictionPolicy = .lru, fixedClock: Bool = false) throws -> DiskStore {
+    let store = try openDiskStore { configuration in
+        configuration.policy = policy
+        if fixedClock {
+            // One instant for setup and reads: whether a read is recent enough to go unlogged
+            // must not depend on how fast callgrind runs.
+            let instant = Date(timeIntervalSince1970: 1_800_000_000)
+            configuration.now = { instant }
+        }
+        // Ranked on the reading thread: the count then includes each read's share of its
+        // batch's ranking, which on Larder's I/O queue would run outside the measured thread.
+        configuration.ranksReadsInBackground = false
     }
-    // Ranked on the reading thread: the count then includes each read's share of its batch's
-    // ranking, which on Larder's I/O queue would run outside the measured thread.
-    configuration.ranksReadsInBackground = false
-    let store = try DiskStore(directory: directory, configuration: configuration)
     for index in 0..<residents { try store.setValue(value(index), forKey: key("k", index)) }
     return store
 }
@@ -98,11 +105,7 @@ case "storage-get-hit", "storage-get-miss":
 case "disk-get-hit-100k":
     // Not in budgets.json: a profiling aid (`perf record`) for reads of blob files, whose
     // time is mostly the kernel's copy, which callgrind does not count.
-    try? FileManager.default.removeItem(at: directory)
-    var configuration = DiskStore.Configuration()
-    configuration.logHandler = nil
-    configuration.sizeLimit = 1 << 30
-    let store = try DiskStore(directory: directory, configuration: configuration)
+    let store = try openDiskStore { $0.sizeLimit = 1 << 30 }
     // Incompressible-looking bytes, the first two made unique per value.
     var bytes = (0..<102_400).map { UInt8(truncatingIfNeeded: $0 &* 2_654_435_761 >> 13) }
     for index in 0..<residents {
@@ -117,12 +120,10 @@ case "disk-get-hit-100k":
 case "disk-get-hit-4k":
     // Not in budgets.json: a profiling aid for inline values of 4 KiB (the compare run's
     // `disk.get-hit(4KiB)`), 8,000 of them so the index outgrows SQLite's page cache.
-    try? FileManager.default.removeItem(at: directory)
-    var configuration = DiskStore.Configuration()
-    configuration.logHandler = nil
-    configuration.sizeLimit = 1 << 30
-    configuration.ranksReadsInBackground = false
-    let store = try DiskStore(directory: directory, configuration: configuration)
+    let store = try openDiskStore {
+        $0.sizeLimit = 1 << 30
+        $0.ranksReadsInBackground = false
+    }
     let count = 8_000
     // Incompressible bytes (xorshift), as the compare run's random values.
     var state: UInt64 = 0x9E37_79B9_7F4A_7C15
