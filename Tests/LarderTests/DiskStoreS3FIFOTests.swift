@@ -134,9 +134,11 @@ struct DiskStoreS3FIFOTests {
                 Issue.record("rows differ after step \(step) (\(roll)), \(context): store \(keys), model \(model.keys)")
                 return
             }
-            // After a write transaction every logged read is in the index: queues, order and
+            // After a write, once the logged reads are in the index (a write of a store alone
+            // leaves them in the log; an eviction or trim wrote them first), queues, order and
             // counters must match too.
             if wrote {
+                store.rankLoggedReads()
                 let order = try Self.strings(connection, Self.queueOrderSQL)
                 guard order == model.queueOrder else {
                     Issue.record("queues differ after step \(step), \(context): store \(order), model \(model.queueOrder)")
@@ -161,13 +163,13 @@ struct DiskStoreS3FIFOTests {
         let before = try Self.strings(connection, rowsSQL)
         let accessSQL = "SELECT e.key || ' ' || a.seq || ' ' || a.freq FROM access AS a JOIN entries AS e ON e.rowid = a.entry ORDER BY e.key"
         let accessBefore = try Self.strings(connection, accessSQL)
-        // When each is read several times and the reads are written out (by a write of
-        // another key)
+        // When each is read several times, another key is written, and the reads are ranked
         for _ in 0..<5 {
             #expect(try store.value(forKey: "inline") != nil)
             #expect(try store.value(forKey: "file") != nil)
         }
         try store.setValue(Data([9]), forKey: "other")
+        store.rankLoggedReads()
         // Then the entry rows are byte for byte the same, nothing moved in its queue, and the
         // counters saturated at 3
         #expect(try Self.strings(connection, rowsSQL).filter { !$0.hasPrefix("'other'") } == before)
@@ -182,13 +184,13 @@ struct DiskStoreS3FIFOTests {
     }
 
     @Test func readsOfAHotEntryWriteNothingWhileItsLastUseIsRecent() throws {
-        // Given an entry read three times, the reads written out (by a write of another key):
-        // its counter is saturated and its last use recorded
+        // Given an entry read three times, the reads ranked: its counter is saturated and its
+        // last use recorded
         let store = try makeStore { $0.ranksReadsInBackground = false }
         defer { store.close() }
         try store.setValue(Data([1]), forKey: "hot")
         for _ in 0..<3 { _ = try store.value(forKey: "hot") }
-        try store.setValue(Data([2]), forKey: "other")
+        store.rankLoggedReads()
         let connection = try indexConnection()
         defer { connection.close() }
         let accessSQL = """
@@ -212,7 +214,7 @@ struct DiskStoreS3FIFOTests {
         // And once its recorded use is more than 2 s old, a read is logged again and moves it
         clock.advance(by: 1.5)
         #expect(try store.value(forKey: "hot") == Data([1]))
-        try store.setValue(Data([3]), forKey: "other")
+        store.rankLoggedReads()
         let after = try Self.strings(connection, accessSQL)
         #expect(after.first?.hasPrefix("3 ") == true)
         #expect(after.first?.hasSuffix(" \(clock.peek.milliseconds)") == true)
@@ -268,6 +270,72 @@ struct DiskStoreS3FIFOTests {
         let connection = try indexConnection()
         defer { connection.close() }
         #expect(try Self.strings(connection, Self.queueOrderSQL).contains("k11 main 0"))
+    }
+
+    // MARK: - Writes after reads
+
+    /// Each entry's key, row id and read counter in the index, by key.
+    static let countersSQL = """
+        SELECT e.key || ' ' || a.entry || ' ' || a.freq FROM access AS a CROSS JOIN entries AS e ON e.rowid = a.entry
+        ORDER BY e.key
+        """
+
+    @Test func aWriteOfAStoreAloneLeavesTheReadsBeforeItInTheLog() throws {
+        // Given a store alone on its directory, reads ranked only when told (no background)
+        let store = try makeStore { $0.ranksReadsInBackground = false }
+        defer { store.close() }
+        for key in ["a", "b"] { try store.setValue(Data(key.utf8), forKey: key) }
+        let connection = try indexConnection()
+        defer { connection.close() }
+        // When a is read twice, then c is written and b overwritten
+        _ = try store.value(forKey: "a")
+        _ = try store.value(forKey: "a")
+        try store.setValue(Data("c".utf8), forKey: "c")
+        try store.setValue(Data("b2".utf8), forKey: "b")
+        // Then the writes bumped no counter of a read: a's is still 0 (b's overwrite counts as
+        // its read)
+        #expect(try Self.strings(connection, Self.countersSQL) == ["a 1 0", "b 2 1", "c 3 0"])
+        // And once the log is ranked, the reads count as if written before: a's counter is 2
+        store.rankLoggedReads()
+        #expect(try Self.strings(connection, Self.countersSQL) == ["a 1 2", "b 2 1", "c 3 0"])
+        #expect(store.statistics.hits == 2)
+    }
+
+    @Test func aRowIDReusedAfterARemovalIsNotBumpedByTheOldRead() throws {
+        // Given x, then k (the highest row id), both written, reads ranked only when told
+        let store = try makeStore { $0.ranksReadsInBackground = false }
+        defer { store.close() }
+        try store.setValue(Data("x".utf8), forKey: "x")
+        try store.setValue(Data("k".utf8), forKey: "k")
+        // When k is read, removed, and n written (SQLite gives it k's row id again)
+        _ = try store.value(forKey: "k")
+        #expect(try store.removeValue(forKey: "k"))
+        try store.setValue(Data("n".utf8), forKey: "n")
+        store.rankLoggedReads()
+        // Then k's read did not count as n's: n took row id 2 with its counter at 0
+        let connection = try indexConnection()
+        defer { connection.close() }
+        #expect(try Self.strings(connection, Self.countersSQL) == ["n 2 0", "x 1 0"])
+    }
+
+    @Test func aWriteBumpsTheReadsBeforeItWhileAnotherStoreHasTheDirectoryOpen() throws {
+        // Given two stores on one directory
+        let first = try makeStore { $0.ranksReadsInBackground = false }
+        defer { first.close() }
+        for key in ["a", "b"] { try first.setValue(Data(key.utf8), forKey: key) }
+        let second = try makeStore()
+        let connection = try indexConnection()
+        defer { connection.close() }
+        // When the first reads a and writes c
+        _ = try first.value(forKey: "a")
+        try first.setValue(Data("c".utf8), forKey: "c")
+        // Then the read is in the index already, for the other store's evictions to see
+        #expect(try Self.strings(connection, Self.countersSQL) == ["a 1 1", "b 2 0", "c 3 0"])
+        // And once the second is closed, the first is alone again: its writes leave the log
+        second.close()
+        _ = try first.value(forKey: "b")
+        try first.setValue(Data("d".utf8), forKey: "d")
+        #expect(try Self.strings(connection, Self.countersSQL) == ["a 1 1", "b 2 0", "c 3 0", "d 4 0"])
     }
 
     // MARK: - Expiry, trims, limits, sliding lifetimes

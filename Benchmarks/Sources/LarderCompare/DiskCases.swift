@@ -17,9 +17,10 @@ final class DiskStoreContender: DiskContender {
     let name = "larder"
     let store: DiskStore
 
-    init(directory: URL) throws {
+    init(directory: URL, policy: EvictionPolicy = .lru) throws {
         var configuration = DiskStore.Configuration()
         configuration.sizeLimit = 1 << 30
+        configuration.policy = policy
         store = try DiskStore(directory: directory, configuration: configuration)
     }
 
@@ -241,16 +242,21 @@ func runOpenCases(root: URL, repeats: Int) throws {
 }
 
 /// A mixed load (`cases=mixed`): on a store of `n100` entries of 100 B, rounds of `mixreads`
-/// reads in a scattered order followed by one overwrite, `mixrounds` rounds. Reports the reads'
-/// and the writes' rates separately (a write ranks the reads logged before it inside its own
-/// transaction, so the log's batch size moves cost between the two).
+/// reads in a scattered order followed by one overwrite, `mixrounds` rounds, under the policy
+/// `mixpolicy` (`lru`, the default, or `s3fifo`). Reports the reads' and the writes' rates
+/// separately (a write that ranks the reads logged before it inside its own transaction pays
+/// for them, so the log's batch size moves cost between the two).
 func runMixedCases(_ arguments: Arguments, root: URL) throws {
     let n = arguments.int("n100", default: 1000)
     let readsPerWrite = arguments.int("mixreads", default: 256)
     let rounds = arguments.int("mixrounds", default: 2_000)
+    let policyName = arguments.string("mixpolicy", default: "lru")
+    guard let policy = ["lru": EvictionPolicy.lru, "s3fifo": .s3fifo][policyName] else {
+        fail("mixpolicy must be lru or s3fifo, not \(policyName)")
+    }
     let directory = root.appendingPathComponent("mixed")
     try? FileManager.default.removeItem(at: directory)
-    let contender = try DiskStoreContender(directory: directory)
+    let contender = try DiskStoreContender(directory: directory, policy: policy)
     let base = Workload.randomBytes(100)
     let keys = (0..<n).map { Workload.key("k", "mixed", $0) }
     for i in 0..<n { try contender.set(Workload.value(base: base, index: i), forKey: keys[i]) }
@@ -266,8 +272,9 @@ func runMixedCases(_ arguments: Arguments, root: URL) throws {
         let value = Workload.value(base: base, index: round)
         writeSeconds += try measure { try contender.set(value, forKey: keys[(round * 7_919) % n]) }
     }
-    report("disk.mixed(\(readsPerWrite) reads, 1 write)", "reads", ops: rounds * readsPerWrite, seconds: readSeconds)
-    report("disk.mixed(\(readsPerWrite) reads, 1 write)", "writes", ops: rounds, seconds: writeSeconds)
+    let label = "disk.mixed(\(readsPerWrite) reads, 1 write\(policy == .lru ? "" : ", " + policyName))"
+    report(label, "reads", ops: rounds * readsPerWrite, seconds: readSeconds)
+    report(label, "writes", ops: rounds, seconds: writeSeconds)
     contender.close()
     try? FileManager.default.removeItem(at: directory)
 }

@@ -56,9 +56,10 @@ extension DiskStore {
         let chargeLimit = Self.chargeLimit(forSizeLimit: sizeLimit)
         let totals = try index.totals()
         guard totals.count > countLimit || totals.size > sizeLimit || totals.charge > chargeLimit else { return [] }
-        // The victims are the least recently used: every read logged so far ranks first (a
-        // write leaves the reads before it pending, with numbers reserved below its own).
-        if configuration.policy == .lru { try flushAccesses(index: index) }
+        // Every read logged so far counts first: under LRU the victims are the least recently
+        // used, under S3-FIFO the counters decide (a write leaves the reads before it pending;
+        // under LRU with numbers reserved below its own).
+        try flushAccesses(index: index)
         let ratio = configuration.overflowTrimRatio
         let targetCount = totals.count > countLimit ? trimTarget(limit: countLimit, ratio: ratio) : countLimit
         let targetSize = totals.size > sizeLimit ? trimTarget(limit: sizeLimit, ratio: ratio) : sizeLimit

@@ -179,6 +179,12 @@ extension DiskStore {
         if hasPendingRenewals { flushLoggedReads() }
     }
 
+    /// Ranks the logged reads into the index now (what a background ranking does), so that the
+    /// index shows every read so far.
+    func rankLoggedReads() {
+        flushLoggedReads()
+    }
+
     /// What a read that logged something does about the log.
     enum RankingStep {
         case none
@@ -299,6 +305,40 @@ extension DiskStore {
         let sequence = maximum + reservation.reserved + 1
         try index.setMaxSequence(sequence)
         return (sequence, reservation.before)
+    }
+
+    /// The sequence number of a write of the S3-FIFO store, inside its transaction (with the
+    /// writer's lock held). The reads logged before it are left in the log: a counter bump
+    /// commutes with everything a write does to its row (an overwrite counts as one more read,
+    /// the read time is kept as a maximum), and what does not commute, an eviction, bumps them
+    /// first (``evictIfNeeded(_:index:now:keeping:pending:)``). They are bumped now instead when
+    /// renewed lifetimes wait among them, or another store has the directory open (as
+    /// ``reserveSequence(index:)`` decides for LRU).
+    func s3fifoWriteSequence(index: DiskIndex) throws -> Int64 {
+        let (hasPending, hasRenewals) = readers.withLock { (!$0.log.pending.isEmpty, !$0.log.extensions.isEmpty) }
+        if hasRenewals || (hasPending && !isAloneOnDirectory(index)) {
+            return try flushAccesses(index: index, reserving: 1)
+        }
+        return try index.recordAccesses([], reserving: 1)
+    }
+
+    /// Forgets the logged reads of `rowID`, a row a write has just created: they were reads of
+    /// a removed entry whose row id SQLite gave the new one, and would bump its counter.
+    func discardPendingReads(ofNewRow rowID: Int64) {
+        readers.withLock { pool in
+            guard pool.log.pending.contains(where: { $0.rowID == rowID }) else { return }
+            // Reserved numbers belong to a prefix of the reads (S3-FIFO's log has none): they
+            // go with their reads.
+            var reads: [DiskIndex.Access] = [], sequences: [Int64] = []
+            reads.reserveCapacity(pool.log.pending.count)
+            for (offset, read) in pool.log.pending.enumerated() where read.rowID != rowID {
+                reads.append(read)
+                if offset < pool.log.reservedSequences.count { sequences.append(pool.log.reservedSequences[offset]) }
+            }
+            pool.log.pending = reads
+            pool.log.reservedSequences = sequences
+            if reads.isEmpty { pool.log.oldestPending = nil }
+        }
     }
 
     /// Takes back the numbers a write reserved that did not commit (they may be used again).

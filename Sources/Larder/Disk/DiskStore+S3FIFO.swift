@@ -11,7 +11,9 @@ import Foundation
 //   happened yet and the small queue is full, else small. Its counter starts at 0.
 // - An overwrite counts as a read and moves the entry to the front of its queue.
 // - A read bumps the entry's counter (0...3) through the batched read log: the entry's row is
-//   never written, only its narrow access row, and only when the log is ranked.
+//   never written, only its narrow access row, and only when the log is ranked: in the
+//   background, before an eviction or trim, at close; a write of a store alone on its
+//   directory leaves the log as it is (the bumps commute with the write).
 extension DiskStore {
     /// The S3-FIFO context of an eviction under the limits in force, or `nil` under LRU.
     func s3fifoContext(pending: DiskIndex.Measure = .init()) -> DiskIndex.S3FIFOContext? {
@@ -49,7 +51,9 @@ extension DiskStore {
             obsolete += try evictIfNeeded(&state, index: index, now: now, keeping: row.key)
             return obsolete
         }
-        // A new entry: in no queue until the write's evictions are done.
+        // A new entry: in no queue until the write's evictions are done. Reads logged under its
+        // row id were of a removed entry (the write is not committed: nobody has read it yet).
+        discardPendingReads(ofNewRow: rowID)
         let wasGhost = try index.removeGhost(DiskIndex.ghostDigest(row.key))
         guard let measure = try index.measure(ofRow: rowID) else { return obsolete }
         let context = s3fifoContext(pending: measure)

@@ -90,8 +90,9 @@ extension DiskStore {
                             }
                         }
                         if configuration.policy == .s3fifo {
-                            // Reads logged before this write count before it.
-                            let sequence = try flushAccesses(index: index, reserving: 1)
+                            // Reads logged before this write count before it: their counters
+                            // are bumped now, or later (before an eviction at the latest).
+                            let sequence = try s3fifoWriteSequence(index: index)
                             return try writeS3FIFO(row, sequence: sequence, state: &state, index: index, now: nowMilliseconds)
                         }
                         // Reads logged before this write rank before it: they are given the numbers
