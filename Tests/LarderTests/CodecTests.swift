@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import Larder
 
@@ -20,6 +21,33 @@ import Testing
     func digestLengthMatchesAlgorithm(hashing: KeyHashing) {
         #expect(hashing.digest(Data("x".utf8)).count == hashing.digestLength)
         #expect(hashing.hexDigest("x").count == hashing.digestLength * 2)
+    }
+
+    @Test func eachThreadsContextGivesTheKnownDigestsWhateverTheAlgorithmBefore() async {
+        // Given the known digests of "abc"
+        let expected: [KeyHashing: String] = [
+            .md5: "900150983cd24fb0d6963f7d28e17f72",
+            .sha1: "a9993e364706816aba3e25717850c26c9cd0d89d",
+            .sha256: "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+        ]
+        // When eight threads at once each digest it 3,000 times, switching algorithm every time
+        // (each thread reuses one context, set up again for each digest), with a digest of a
+        // longer input in between
+        let wrong = Mutex(0)
+        DispatchQueue.concurrentPerform(iterations: 8) { thread in
+            var mismatches = 0
+            for step in 0..<3_000 {
+                let hashing = KeyHashing.allCases[(step + thread) % 3]
+                if hashing.hexDigest("abc") != expected[hashing] { mismatches += 1 }
+                _ = hashing.hexDigest(String(repeating: "x", count: 1_000 + step))
+            }
+            wrong.withLock { $0 += mismatches }
+        }
+        // Then every digest was right
+        #expect(wrong.withLock { $0 } == 0)
+        // And a digest written into bytes matches too, on a new thread
+        let bytes = await Task.detached { KeyHashing.sha256.digest(Data("abc".utf8)) }.value
+        #expect(bytes.map { String(format: "%02x", $0) }.joined() == expected[.sha256])
     }
 
     @Test func keysWithNulAndSlashHashToPlainHex() {
