@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Testing
 @testable import Larder
 
@@ -33,7 +32,7 @@ import Testing
         // When eight threads at once each digest it 3,000 times, switching algorithm every time
         // (each thread reuses one context, set up again for each digest), with a digest of a
         // longer input in between
-        let wrong = Mutex(0)
+        let wrong = Locked(0)
         DispatchQueue.concurrentPerform(iterations: 8) { thread in
             var mismatches = 0
             for step in 0..<3_000 {

@@ -116,7 +116,7 @@ private enum DigestContexts {
     static let key: pthread_key_t = {
         var key = pthread_key_t()
         let status = pthread_key_create(&key) { context in
-            EVP_MD_CTX_free(context.map(OpaquePointer.init))
+            EVP_MD_CTX_free(OpaquePointer(context))
         }
         precondition(status == 0, "pthread_key_create failed (\(status))")
         return key
