@@ -6,10 +6,11 @@
 // Budgeted operations (100 B values, inline): disk-get-hit, disk-get-hit-s3fifo (the same under
 // `.s3fifo`), disk-get-hit-s3fifo-hot (hits on `.s3fifo` entries whose counters are saturated,
 // which log nothing), storage-get-hit and storage-get-miss (Storage over the disk tier),
-// disk-get-miss, disk-set, memory-hit, memory-insert (an insert that evicts). Profiling aids,
-// not budgeted: disk-get-hit-100k (100 KiB values in blob files), disk-get-hit-4k (4 KiB
-// values inline, 8,000 of them) and memory-hit-wtinylfu (hits under `.wTinyLFU`). Setup is the same every run: fixed keys and values, a fresh
-// directory, SWIFT_DETERMINISTIC_HASHING=1 set by the script.
+// disk-get-miss, disk-set, memory-hit, memory-hit-wtinylfu (hits under `.wTinyLFU`),
+// memory-insert (an insert that evicts). Profiling aids, not budgeted: disk-get-hit-100k
+// (100 KiB values in blob files) and disk-get-hit-4k (4 KiB values inline, 8,000 of them).
+// Setup is the same every run: fixed keys and values, a fresh directory,
+// SWIFT_DETERMINISTIC_HASHING=1 set by the script.
 import Foundation
 import Larder
 
@@ -159,9 +160,9 @@ case "memory-hit":
         guard store.value(forKey: keys[index * 7_919 % residents]) != nil else { fatalError("miss") }
     }
 case "memory-hit-wtinylfu":
-    // Not in budgets.json: a profiling aid for `.wTinyLFU` hits (the compare run's
-    // `memory.get-hit(wTinyLFU)`), set up the same way: the entries overflow the window once,
-    // into main, where a hit counts in the sketch and moves between probation and protected.
+    // `.wTinyLFU` hits, set up as the compare run's `memory.get-hit(wTinyLFU)`: the entries
+    // overflow the window once, into main, where a hit counts in the sketch and moves between
+    // probation and protected.
     let limit = residents + residents / 100 + 2
     let store = try MemoryStore<String, Box>(configuration: .init(countLimit: limit, policy: .wTinyLFU))
     let keys = (0..<residents).map { key("memory-key", $0) }
