@@ -291,11 +291,10 @@ extension DiskStore {
     ///
     /// If the transaction does not commit, ``cancelReservation(_:)`` with the returned count.
     func reserveSequence(index: DiskIndex) throws -> (sequence: Int64, reservedBefore: Int)? {
-        let hasPending = readers.withLock { !$0.log.pending.isEmpty }
-        if hasPending, !isAloneOnDirectory(index) { return nil }
+        if mustRankReadsBeforeWrite(index: index) { return nil }
         let maximum = try index.maxSequence()
         let reservation: (reserved: Int64, before: Int)? = readers.withLock { pool in
-            guard pool.log.extensions.isEmpty else { return nil }
+            guard pool.log.extensions.isEmpty else { return nil }  // renewed since the check above
             let before = pool.log.reservedSequences.count
             let count = pool.log.pending.count - before
             pool.log.reservedSequences.append(contentsOf: (0..<Int64(count)).lazy.map { maximum + 1 + $0 })
@@ -315,11 +314,17 @@ extension DiskStore {
     /// renewed lifetimes wait among them, or another store has the directory open (as
     /// ``reserveSequence(index:)`` decides for LRU).
     func s3fifoWriteSequence(index: DiskIndex) throws -> Int64 {
-        let (hasPending, hasRenewals) = readers.withLock { (!$0.log.pending.isEmpty, !$0.log.extensions.isEmpty) }
-        if hasRenewals || (hasPending && !isAloneOnDirectory(index)) {
-            return try flushAccesses(index: index, reserving: 1)
-        }
+        if mustRankReadsBeforeWrite(index: index) { return try flushAccesses(index: index, reserving: 1) }
         return try index.recordAccesses([], reserving: 1)
+    }
+
+    /// Whether a write must rank the logged reads in its own transaction, under either policy:
+    /// renewed lifetimes wait among them (they decide what the write finds live), or reads wait
+    /// while another store, in this process or another, has the directory open (it sees them
+    /// from this write on).
+    private func mustRankReadsBeforeWrite(index: DiskIndex) -> Bool {
+        let (hasPending, hasRenewals) = readers.withLock { (!$0.log.pending.isEmpty, !$0.log.extensions.isEmpty) }
+        return hasRenewals || (hasPending && !isAloneOnDirectory(index))
     }
 
     /// Forgets the logged reads of `rowID`, a row a write has just created: they were reads of
