@@ -314,11 +314,11 @@ struct HTTPImageFetcherTests {
 
     @Test
     func aDeadHostFailsFastAndRecoversAtTheFirstFetchAfterItReturns() async throws {
-        // Given a host that refuses connections
+        // Given a host that refuses connections (a port held without listening: a stopped
+        // server's port could be given to another test's server meanwhile)
         let png = self.png
-        let probe = try TestHTTPServer { _, _ in TestHTTPServer.Response() }
-        let port = probe.port
-        probe.stop()
+        let deadHost = try ReservedPort()
+        let port = deadHost.port
         let fetcher = HTTPImageFetcher {
             $0.retryDelay = .milliseconds(10)
             $0.hostFailureThreshold = 3
@@ -336,6 +336,7 @@ struct HTTPImageFetcherTests {
             }
         }
         // When the host is back and the cooldown has passed, the first fetch succeeds
+        deadHost.release()
         let server = try TestHTTPServer(port: port) { _, _ in
             TestHTTPServer.Response(headers: [("Content-Type", "image/png")], body: png)
         }
@@ -391,9 +392,9 @@ struct HTTPImageFetcherTests {
 
     @Test
     func reportsATransportErrorWhenNothingListens() async throws {
-        let server = try TestHTTPServer { _, _ in TestHTTPServer.Response() }
-        let url = server.url("/closed")
-        server.stop()
+        let deadHost = try ReservedPort()
+        defer { deadHost.release() }
+        let url = URL(string: "http://127.0.0.1:\(deadHost.port)/closed")!
         let error = await #expect(throws: ImageFetchError.self) { try await makeFetcher(attempts: 2).fetch(url) }
         guard case .transport? = error else { Issue.record("expected transport, got \(String(describing: error))"); return }
     }

@@ -21,6 +21,18 @@ final class DiskIndexReader {
     /// Under S3-FIFO, whether asking a lookup for the read counter has paid lately (see
     /// ``countsNextLookup()``): +2 for each counted lookup that found a saturated counter (a
     /// read then logs nothing), -1 for each that did not, within ±``counterScoreLimit``.
+    /// The read transaction this connection keeps open between reads, if any (see
+    /// ``startRead(lingering:now:)``), and when it began (``CoarseClock`` seconds).
+    private(set) var isLingering = false
+    private var lingeringSince: Double = 0
+    /// The wal-index this connection maps (``csqlite_wal_index``), looked up at its first read.
+    private var walIndex: UnsafeRawPointer?
+    private var walIndexLookups = 0
+    /// The wal-index header as it was just before the lingering transaction began.
+    private var walHeaderAtBegin = WALIndexHeader()
+    private let begin: SQLiteStatement
+    private let commit: SQLiteStatement
+
     private var counterScore = 0
     private var lookupsSinceProbe = 0
     static let counterScoreLimit = 16
@@ -49,6 +61,8 @@ final class DiskIndexReader {
             """)
         selectExpiry = try connection.statement("SELECT expires FROM entries WHERE key = ?")
         selectTotals = try connection.statement("SELECT count, size, charge FROM totals WHERE id = 0")
+        begin = try connection.statement("BEGIN")
+        commit = try connection.statement("COMMIT")
         selectKeys = try connection.statement(
             "SELECT key FROM entries WHERE expires IS NULL OR expires > ? ORDER BY key")
         selectKeysInRange = try connection.statement(
@@ -61,6 +75,58 @@ final class DiskIndexReader {
         try connection.execute("PRAGMA query_only = 1")
         try connection.execute("PRAGMA cache_size = -16384")
         try self.init(connection: connection)
+    }
+
+    // MARK: - Lingering read transactions
+
+    /// Readies the connection for a read at `now` (``CoarseClock`` seconds).
+    ///
+    /// Beginning and ending a read transaction (SQLite's read-mark locks on the wal-index, two
+    /// `fcntl` calls and a mutex every thread shares) is most of a small read's cost. So a
+    /// pooled reader keeps its read transaction open after a read, `lingering`, and the next
+    /// read on it reuses that snapshot while the snapshot is still the latest: while the
+    /// wal-index header, which every commit rewrites (this store's, another store's, another
+    /// process's), is unchanged since just before the transaction began. A read therefore sees
+    /// every commit that ended before it started, as a fresh transaction would. A snapshot older
+    /// than ``DiskStore/lingerLimit`` is renewed, so that a checkpoint waiting for readers never
+    /// waits longer; the store ends idle ones before it writes and after the same delay (see
+    /// ``DiskStore/sweepLingeringReads()``).
+    ///
+    /// With `lingering` false the read runs in a transaction of its own, as SQLite's
+    /// autocommit makes it.
+    func startRead(lingering: Bool, now: Double) {
+        if isLingering {
+            if lingering, now - lingeringSince < DiskStore.lingerLimit, let walIndex,
+               csqlite_wal_index_header_equals(walIndex, &walHeaderAtBegin) != 0 {
+                return
+            }
+            endLingering()
+        }
+        guard lingering else { return }
+        if walIndex == nil {
+            // After the connection's first read its wal-index is mapped; give up on a
+            // connection that still has none after a few reads (it reads every time afresh).
+            guard walIndexLookups < 4 else { return }
+            walIndexLookups += 1
+            guard let index = csqlite_wal_index(connection.handle) else { return }
+            walIndex = UnsafeRawPointer(index)
+        }
+        guard let walIndex else { return }
+        // The header first: a commit between the copy and the snapshot (taken by the read's
+        // first step) only makes the next read renew a snapshot that was already current.
+        csqlite_wal_index_header_copy(walIndex, &walHeaderAtBegin)
+        guard (try? begin.withReset({ _ = try $0.step() })) != nil else { return }
+        isLingering = true
+        lingeringSince = now
+    }
+
+    /// Ends the lingering read transaction, if any (its locks released at once).
+    func endLingering() {
+        guard isLingering else { return }
+        isLingering = false
+        if (try? commit.withReset({ _ = try $0.step() })) == nil, sqlite3_get_autocommit(connection.handle) == 0 {
+            try? connection.execute("ROLLBACK")
+        }
     }
 
     /// Whether the next S3-FIFO lookup should also read the row's counter.
@@ -196,3 +262,9 @@ final class DiskIndexReader {
 
 @available(*, unavailable)
 extension DiskIndexReader: Sendable {}
+
+/// The bytes of a wal-index header (``CSQLITE_WAL_INDEX_HEADER_BYTES``, 96), held inline.
+struct WALIndexHeader {
+    var words: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) =
+        (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+}

@@ -118,7 +118,7 @@ extension DiskStore {
                     toCharge: Self.chargeLimit(forSizeLimit: size), keeping: nil, s3fifo: s3fifoContext())
             }
             // A lowered limit also bounds the log at once (readers may keep part of it alive).
-            if sizeLimit != nil { try? index.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
+            if sizeLimit != nil { withLingeringPaused { _ = try? index.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)") } }
             return removed
         }
         for name in removed { files.remove(name: name) }

@@ -49,18 +49,21 @@ extension DiskStore {
         try checkDirectoryIfDue()
         var attempt = 0
         while true {
-            let (idle, generation, isClosed) = readers.withLock { pool in
-                (pool.idle.popLast(), pool.generation, pool.isClosed)
+            let (idle, generation, isClosed, mayLinger) = readers.withLock { pool in
+                (pool.idle.popLast(), pool.generation, pool.isClosed, pool.lingerPauses == 0)
             }
             guard !isClosed else { throw StorageError.closed }
             do {
                 let pooled = try idle ?? PooledReader(
                     reader: DiskIndexReader(path: indexPath, busyTimeout: configuration.busyTimeout), generation: generation)
+                pooled.reader.startRead(lingering: mayLinger, now: CoarseClock.now())
                 let result: T
                 let record: ReadRecord
                 do {
                     (result, record) = try body(pooled.reader)
                 } catch {
+                    // A failed read leaves no snapshot behind (the next read, or a reset, starts afresh).
+                    pooled.reader.endLingering()
                     _ = checkIn(pooled, record: .none)
                     throw error
                 }
@@ -98,29 +101,58 @@ extension DiskStore {
     /// Puts `pooled` back (unless the pool moved on or is full) and records `record`; returns
     /// what to do about the logged reads (see ``RankingStep``).
     private func checkIn(_ pooled: PooledReader, record: ReadRecord) -> RankingStep {
+        let (step, follow) = readers.withLock { pool -> (RankingStep, LingerFollowUp) in
+            let follow = pool.checkIn(pooled)
+            return (pool.log.record(record, inBackground: configuration.ranksReadsInBackground), follow)
+        }
+        switch follow {
+        case .none:
+            break
+        case .sweep(let delay):
+            larderIOQueue.asyncAfter(deadline: .now() + delay) { [weak self] in self?.sweepLingeringReads() }
+        case .endThenReturn:
+            // A checkpoint waits for readers: end this snapshot before the reader goes back.
+            pooled.reader.endLingering()
+            readers.withLock { _ = $0.checkIn(pooled) }
+        }
+        return step
+    }
+
+    /// Ends the lingering read transactions of idle readers (see
+    /// ``DiskIndexReader/startRead(lingering:now:)``). Runs ``lingerLimit`` after a reader came
+    /// back lingering; a reader in use meanwhile queues the next sweep when it comes back.
+    func sweepLingeringReads() {
         readers.withLock { pool in
-            if !pool.isClosed, pool.generation == pooled.generation, pool.idle.count < Self.idleReaderLimit {
-                pool.idle.append(pooled)
-            } // A reader not kept closes when the caller releases it, outside the lock.
-            let due: Bool
-            switch record {
-            case .none:
-                return .none
-            case .miss:
-                pool.log.misses += 1
-                return .none
-            case .unloggedHit:
-                pool.log.hits += 1
-                return .none
-            case .hit(let access):
-                due = pool.log.logHit(access)
-            case .slidingHit(let access, let expires):
-                pool.log.extensions.append(DiskIndex.Extension(target: .row(access.rowID), expires: expires))
-                due = pool.log.logHit(access)
-            }
-            return pool.log.step(due: due, inBackground: configuration.ranksReadsInBackground)
+            pool.isSweepScheduled = false
+            pool.endIdleLingering()
         }
     }
+
+    /// Ends the lingering read transactions of idle readers before the writer's lock holder
+    /// writes, so that their snapshots (stale once it commits) do not keep SQLite from starting
+    /// the log over. At most ``idleReaderLimit`` short `COMMIT`s of read transactions, under
+    /// the pool's lock so that no read checks a reader out meanwhile.
+    func endIdleLingeringReads() {
+        readers.withLock { $0.endIdleLingering() }
+    }
+
+    /// How many idle readers keep a snapshot now (for tests).
+    var idleLingeringReaderCount: Int {
+        readers.withLock { pool in pool.idle.count { $0.reader.isLingering } }
+    }
+
+    /// Runs `body` (a checkpoint that waits for readers) while no reader of this store keeps a
+    /// snapshot: idle readers end theirs now, readers in use when they come back, and none
+    /// begins one meanwhile.
+    func withLingeringPaused<T>(_ body: () throws -> T) rethrows -> T {
+        readers.withLock { pool in
+            pool.lingerPauses += 1
+            pool.endIdleLingering()
+        }
+        defer { readers.withLock { $0.lingerPauses -= 1 } }
+        return try body()
+    }
+
 
     /// Empties the pool and makes every checked-out reader close on its return (after a reset
     /// of the index, or on `close()`). Call with the writer's lock held.
@@ -363,7 +395,60 @@ extension DiskStore {
     }
 }
 
+/// What a reader's return asks for beyond it (see ``DiskStore/ReaderPool/checkIn(_:)``).
+enum LingerFollowUp {
+    case none
+    /// Queue ``DiskStore/sweepLingeringReads()`` to run after this many seconds (the pool
+    /// records that one is queued).
+    case sweep(after: Double)
+    /// End the reader's snapshot, then return it again: a checkpoint waits for readers.
+    case endThenReturn
+}
+
+extension DiskStore.ReaderPool {
+    /// Puts `pooled` back unless the pool moved on or is full (a reader not kept closes when
+    /// the caller releases it, outside the lock), or asks for its snapshot to end first.
+    mutating func checkIn(_ pooled: PooledReader) -> LingerFollowUp {
+        guard !isClosed, generation == pooled.generation, idle.count < DiskStore.idleReaderLimit else { return .none }
+        guard pooled.reader.isLingering else {
+            idle.append(pooled)
+            return .none
+        }
+        if lingerPauses > 0 { return .endThenReturn }
+        idle.append(pooled)
+        guard !isSweepScheduled else { return .none }
+        isSweepScheduled = true
+        return .sweep(after: sweepDelay)
+    }
+
+    /// Ends the lingering read transactions of the idle readers.
+    mutating func endIdleLingering() {
+        for pooled in idle where pooled.reader.isLingering { pooled.reader.endLingering() }
+    }
+}
+
 extension DiskStore.ReadLog {
+    /// Counts what a read found and logs a hit's access; returns what to do about the log.
+    mutating func record(_ record: DiskStore.ReadRecord, inBackground: Bool) -> DiskStore.RankingStep {
+        let due: Bool
+        switch record {
+        case .none:
+            return .none
+        case .miss:
+            misses += 1
+            return .none
+        case .unloggedHit:
+            hits += 1
+            return .none
+        case .hit(let access):
+            due = logHit(access)
+        case .slidingHit(let access, let expires):
+            extensions.append(DiskIndex.Extension(target: .row(access.rowID), expires: expires))
+            due = logHit(access)
+        }
+        return step(due: due, inBackground: inBackground)
+    }
+
     /// Counts a hit and logs its access; returns whether the log is due to be ranked (full, or
     /// its oldest read old enough).
     mutating func logHit(_ access: DiskIndex.Access) -> Bool {

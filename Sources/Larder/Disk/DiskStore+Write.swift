@@ -117,7 +117,7 @@ extension DiskStore {
                 }
                 guard obsolete != nil else { return nil }
                 state.statistics.writes += 1
-                Self.checkpointIfDue(&state, index: index)
+                checkpointIfDue(&state, index: index)
                 return obsolete
             }
         } catch {
@@ -181,14 +181,14 @@ extension DiskStore {
         }
     }
 
-    static func checkpointIfDue(_ state: inout State, index: DiskIndex) {
+    func checkpointIfDue(_ state: inout State, index: DiskIndex) {
         state.writesSinceCheckpoint += 1
-        guard state.writesSinceCheckpoint >= checkpointInterval else { return }
+        guard state.writesSinceCheckpoint >= Self.checkpointInterval else { return }
         state.writesSinceCheckpoint = 0
         // Only a log the passive checkpoints fail to start over (readers in other connections
         // keeping old snapshots alive) needs this one, which waits for them; otherwise it
         // would only cost the writing thread a copy and two `fdatasync`s.
         guard index.connection.logMonitor?.isOverBound ?? true else { return }
-        try? index.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        withLingeringPaused { _ = try? index.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
     }
 }

@@ -114,6 +114,13 @@ public final class DiskStore: Sendable {
         /// fails meanwhile may have seen the index emptied but not yet rebuilt.
         var resetsInProgress = 0
         var isClosed = false
+        /// Checkpoints under way that wait for readers: no reader keeps a snapshot meanwhile
+        /// (see ``DiskStore/withLingeringPaused(_:)``).
+        var lingerPauses = 0
+        /// Whether ``DiskStore/sweepLingeringReads()`` is queued, and how long after a reader
+        /// came back lingering it runs (seconds; tests lengthen it).
+        var isSweepScheduled = false
+        var sweepDelay = DiskStore.lingerLimit
         /// Hit and miss counts and the reads waiting to be ranked in `access`.
         var log = ReadLog()
     }
@@ -147,6 +154,10 @@ public final class DiskStore: Sendable {
     /// At most this many unranked reads are kept when flushing them keeps failing (another
     /// process holding the write lock); older ones are dropped.
     static let accessBacklogLimit = 8_192
+    /// The longest a pooled reader keeps one snapshot (seconds; see
+    /// ``DiskIndexReader/startRead(lingering:now:)``), and the delay after which idle readers
+    /// end theirs.
+    static let lingerLimit = 0.010
     /// Idle read connections kept; more are opened while more threads read at once.
     static let idleReaderLimit = 4
     /// Rows deleted per statement when expiring or evicting.
@@ -242,6 +253,7 @@ public final class DiskStore: Sendable {
 
     private func withIndexLocked<T>(_ body: (inout State) throws -> sending T) throws -> sending T {
         try state.withLock { state in
+            endIdleLingeringReads()
             try reopenIfDirectoryChanged(&state)
             do {
                 return try body(&state)

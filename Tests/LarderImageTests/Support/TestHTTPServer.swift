@@ -159,3 +159,40 @@ final class TestClock: Sendable {
     var now: @Sendable () -> Date { { self.date.withLock { $0 } } }
     func advance(by seconds: TimeInterval) { date.withLock { $0 += seconds } }
 }
+
+/// A loopback port held without listening: connecting to it is refused (a dead host), and no
+/// other socket can take it meanwhile (it is bound without `SO_REUSEADDR`), unlike the port of
+/// a stopped server, which a server of another test running in parallel may be given.
+final class ReservedPort {
+    let port: UInt16
+    private var descriptor: Int32
+
+    init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EIO) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address -> Bool in
+                bind(fd, address, length) == 0 && getsockname(fd, address, &length) == 0
+            }
+        }
+        guard bound else {
+            close(fd)
+            throw POSIXError(.EADDRINUSE)
+        }
+        descriptor = fd
+        port = UInt16(bigEndian: address.sin_port)
+    }
+
+    /// Frees the port (for a server to listen on it). Idempotent.
+    func release() {
+        guard descriptor >= 0 else { return }
+        close(descriptor)
+        descriptor = -1
+    }
+
+    deinit { release() }
+}

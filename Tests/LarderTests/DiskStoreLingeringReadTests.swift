@@ -1,0 +1,172 @@
+import CSQLite
+import Foundation
+import Synchronization
+import LarderTestSupport
+import Testing
+@testable import Larder
+
+/// A pooled reader keeps its read transaction open between reads while no commit happened
+/// (see ``DiskIndexReader/startRead(lingering:now:)``): these tests hold it to what a fresh
+/// transaction per read promised. A read sees every write that ended before it began, made by
+/// another store on the directory or by another process; a checkpoint that waits for readers
+/// is not kept waiting; an idle store leaves no snapshot behind for long.
+@Suite(.timeLimit(.minutes(5)))
+struct DiskStoreLingeringReadTests {
+    let folder: TemporaryDirectory
+
+    init() throws {
+        folder = try TemporaryDirectory("disk-lingering")
+    }
+
+    func makeStore(_ configure: (inout DiskStore.Configuration) -> Void = { _ in }) throws -> DiskStore {
+        var configuration = DiskStore.Configuration()
+        configuration.logHandler = nil
+        configure(&configuration)
+        return try DiskStore(directory: folder.url, configuration: configuration)
+    }
+
+    var walURL: URL { folder.url.appendingPathComponent("index.sqlite-wal") }
+
+    @Test(arguments: [EvictionPolicy.lru, .s3fifo])
+    func aReadSeesEveryWriteOfAnotherStoreThatEndedBeforeIt(_ policy: EvictionPolicy) throws {
+        // Given two stores on one directory, the reader's snapshot lingering after each read
+        let writer = try makeStore { $0.policy = policy }
+        let reader = try makeStore { $0.policy = policy }
+        defer { writer.close(); reader.close() }
+        var expected: [String: Data] = [:]
+        for index in 0..<8 {
+            let value = Data("v0-\(index)".utf8)
+            try writer.setValue(value, forKey: "k\(index)")
+            expected["k\(index)"] = value
+        }
+        var random = SplitMix64(seed: 13)
+        for round in 1...300 {
+            let key = "k\(random.next() % 8)"
+            #expect(try reader.value(forKey: key) == expected[key], "round \(round), before the write")
+            #expect(reader.idleLingeringReaderCount == 1, "round \(round): the read left its snapshot open")
+            // When the other store writes or removes a key
+            let target = "k\(random.next() % 8)"
+            if random.next() % 4 == 0 {
+                try writer.removeValue(forKey: target)
+                expected[target] = nil
+            } else {
+                let value = Data("v\(round)-\(target)".utf8)
+                try writer.setValue(value, forKey: target)
+                expected[target] = value
+            }
+            // Then the next read sees it, inline rows and blob files alike
+            #expect(try reader.value(forKey: target) == expected[target], "round \(round), after the write")
+            #expect(try reader.containsValue(forKey: target) == (expected[target] != nil))
+        }
+        #expect(try reader.keys().sorted() == expected.keys.sorted())
+    }
+
+    @Test
+    func aReadSeesEveryWriteOfAnotherProcessThatEndedBeforeIt() async throws {
+        // Given a store that reads without pause (its snapshots lingering between reads) while
+        // a helper process writes the same keys
+        let store = try makeStore()
+        defer { store.close() }
+        let log = folder.url.appendingPathComponent("writes.log")
+        let writes = 400
+        var checked = 0
+        try await withChildProcesses { scope in
+            let helper = try CrashHelper.startWriter(
+                in: scope, directory: folder.url, log: log, ["keys": "5", "iterations": "\(writes)", "maxSize": "3000"])
+            let deadline = ContinuousClock.now + .seconds(120)
+            var state = CrashHelper.LogState()
+            while state.completedWrites < writes, ContinuousClock.now < deadline {
+                // When a read starts after the helper logged a write as done
+                state = (try? CrashHelper.readLog(log)) ?? state
+                for (key, generation) in state.completed {
+                    // Then it returns that write or a later one, never an older one
+                    let read = try store.value(forKey: key).flatMap(CrashPayload.verify)
+                    #expect(read?.key == key && (read?.generation ?? 0) >= generation, "\(key): read \(String(describing: read)), done \(generation)")
+                    checked += 1
+                }
+            }
+            await helper.waitForExit()
+            #expect(state.completedWrites == writes)
+        }
+        #expect(checked > writes)
+    }
+
+    @Test
+    func aCheckpointThatWaitsForReadersIsNotKeptWaitingByLingeringSnapshots() throws {
+        // Given a store whose readers keep snapshots of a log that holds frames
+        // (no background sweep of idle snapshots: the checkpoint alone must see to them)
+        let store = try makeStore { $0.busyTimeout = .seconds(2) }
+        defer { store.close() }
+        store.readers.withLock { $0.sweepDelay = 3_600 }
+        for index in 0..<200 { try store.setValue(Data(repeating: UInt8(index % 251), count: 500), forKey: "k\(index)") }
+        for index in 0..<200 { #expect(try store.value(forKey: "k\(index)")?.count == 500) }
+        #expect(store.idleLingeringReaderCount >= 1)
+        #expect(try FileManager.default.attributesOfItem(atPath: walURL.path)[.size] as? Int ?? 0 > 0)
+        // When a lowered size limit checkpoints and truncates the log (waiting for readers)
+        try store.setLimits(sizeLimit: 10_000_000)
+        // Then the log was emptied: no snapshot of this store kept the checkpoint waiting
+        #expect(try FileManager.default.attributesOfItem(atPath: walURL.path)[.size] as? Int == 0)
+        #expect(store.idleLingeringReaderCount == 0)
+        // And reads go on, lingering again
+        #expect(try store.value(forKey: "k7")?.count == 500)
+        #expect(store.idleLingeringReaderCount == 1)
+    }
+
+    @Test
+    func aCheckpointIsNotKeptWaitingByAReaderThatComesBackDuringIt() async throws {
+        // Given a store read without pause by another thread (reads that are not logged as
+        // accesses: ranking them would write to the log at any moment)
+        let store = try makeStore { $0.busyTimeout = .seconds(2) }
+        defer { store.close() }
+        store.readers.withLock { $0.sweepDelay = 3_600 }
+        for index in 0..<100 { try store.setValue(Data(repeating: 1, count: 400), forKey: "k\(index)") }
+        let stop = Atomic<Bool>(false)
+        let reads = Atomic<Int>(0)
+        let readerThread = Task.detached {
+            var index = 0
+            while !stop.load(ordering: .relaxed) {
+                _ = try? store.containsValue(forKey: "k\(index % 100)")
+                index += 1
+                reads.add(1, ordering: .relaxed)
+            }
+        }
+        defer { stop.store(true, ordering: .relaxed) }
+        while reads.load(ordering: .relaxed) < 100 { try await Task.sleep(for: .milliseconds(1)) }
+        // When the writer fills the log and truncates it again and again while the reads go on
+        for round in 0..<20 {
+            for index in 0..<10 { try store.setValue(Data(repeating: UInt8(round), count: 400), forKey: "k\(index)") }
+            try store.setLimits(sizeLimit: 10_000_000 + round)
+            // Then every checkpoint emptied the log: the reader in use ended its snapshot on
+            // its return instead of keeping it past the busy timeout
+            #expect(try FileManager.default.attributesOfItem(atPath: walURL.path)[.size] as? Int == 0, "round \(round)")
+        }
+        stop.store(true, ordering: .relaxed)
+        await readerThread.value
+    }
+
+    @Test
+    func anIdleStoreLetsGoOfItsSnapshotsSoAnotherProcessCanStartTheLogOver() async throws {
+        // Given a store that read, then went idle, and a log holding frames
+        let store = try makeStore()
+        defer { store.close() }
+        for index in 0..<100 { try store.setValue(Data(repeating: 7, count: 300), forKey: "k\(index)") }
+        for index in 0..<100 { _ = try store.value(forKey: "k\(index)") }
+        // When another connection asks for a checkpoint that must wait for every reader
+        let other = try SQLiteConnection(path: folder.url.appendingPathComponent("index.sqlite").path, busyTimeout: .zero)
+        defer { other.close() }
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(10)
+        var truncated = false
+        while !truncated, clock.now < deadline {
+            // `wal_checkpoint` answers (busy, log frames, checkpointed frames)
+            truncated = try other.statement("PRAGMA wal_checkpoint(TRUNCATE)").withReset { statement in
+                try statement.step() && statement.int64(0) == 0
+            }
+            if !truncated { try await Task.sleep(for: .milliseconds(5)) }
+        }
+        // Then it succeeds soon: the store ended its idle snapshots by itself
+        #expect(truncated)
+        #expect(store.idleLingeringReaderCount == 0)
+        #expect(try store.value(forKey: "k3")?.count == 300)
+    }
+}
