@@ -79,9 +79,9 @@ struct DiskStoreAccessOrderTests {
 
     @Test(arguments: [false, true])
     func aDueBatchOfReadsIsRankedInReadOrderWithNoWrite(inBackground: Bool) async throws {
-        // Given 600 keys written at one frozen instant
+        // Given more keys than one batch of reads, written at one frozen instant
         let store = try makeStore { $0.ranksReadsInBackground = inBackground }
-        let keys = (0..<600).map { "k\($0)" }
+        let keys = (0..<(DiskStore.accessFlushCount + 88)).map { "k\($0)" }
         for key in keys { try store.setValue(Data(key.utf8), forKey: key) }
         let lastWritten = try query("SELECT max(seq) FROM access")[0][0]
         // When exactly one batch of reads is logged, newest key first
