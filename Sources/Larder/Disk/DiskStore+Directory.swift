@@ -47,7 +47,7 @@ extension DiskStore {
         try files.createDirectories()
         let (index, _) = try Self.openIndex(in: directory, configuration: configuration)
         state.index = index
-        state.indexIdentity = FileIdentity(path: indexPath)
+        setIndexIdentity(FileIdentity(path: indexPath), in: &state)
         state.needsReopen = false
         state.statistics.directoryRecreations += 1
         lastDirectoryCheck.store(Self.monotonicNanoseconds(), ordering: .relaxed)
@@ -61,9 +61,15 @@ extension DiskStore {
         guard now &- last >= Self.directoryCheckInterval else { return }
         // One thread looks; the others go on.
         guard lastDirectoryCheck.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged else { return }
-        let identity = state.withLock { $0.indexIdentity }
+        let identity = indexIdentityCopy.withLock { $0 }
         guard FileIdentity(path: indexPath) != identity else { return }
         try state.withLock { try reopenIfDirectoryChanged(&$0) }
+    }
+
+    /// Records the identity of the index file just opened (call with the writer's lock held).
+    func setIndexIdentity(_ identity: FileIdentity?, in state: inout State) {
+        state.indexIdentity = identity
+        indexIdentityCopy.withLock { $0 = identity }
     }
 
     /// Creates `directory` (and its parents) owner-only if it is missing.

@@ -144,6 +144,6 @@ extension DiskStore {
         }
         try fresh.connection.transaction { try fresh.setMeta("dirty", 1) }
         state.index = fresh
-        state.indexIdentity = FileIdentity(path: path)
+        setIndexIdentity(FileIdentity(path: path), in: &state)
     }
 }

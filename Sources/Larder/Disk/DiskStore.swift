@@ -72,6 +72,9 @@ public final class DiskStore: Sendable {
     let isCounted = Atomic<Bool>(true)
     /// When a read last looked at the directory (``monotonicNanoseconds()``).
     let lastDirectoryCheck = Atomic<UInt64>(0)
+    /// A copy of ``State/indexIdentity`` behind a lock of its own, for the read path's look at
+    /// the directory: the writer's lock can be held for milliseconds (a ranking of logged reads).
+    let indexIdentityCopy: Locked<FileIdentity?>
     /// Where the storage that created the store hears of evictions and expirations.
     let removals: RemovalReporter<String>?
     /// The limits in force: the configuration's until ``setLimits(countLimit:sizeLimit:)``
@@ -202,7 +205,9 @@ public final class DiskStore: Sendable {
         indexPath = self.directory.appendingPathComponent("index.sqlite").path
         canonicalDirectory = Self.canonicalPath(self.directory.path)
         let (index, needsSweep) = try Self.openIndex(in: self.directory, configuration: configuration)
-        state = Locked(State(index: index, indexIdentity: FileIdentity(path: indexPath)))
+        let identity = FileIdentity(path: indexPath)
+        state = Locked(State(index: index, indexIdentity: identity))
+        indexIdentityCopy = Locked(identity)
         readers = Locked(ReaderPool())
         Self.openStores.withLock { $0[canonicalDirectory, default: 0] += 1 }
         if needsSweep {
