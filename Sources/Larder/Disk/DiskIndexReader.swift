@@ -18,9 +18,6 @@ final class DiskIndexReader {
     private let selectKeys: SQLiteStatement
     private let selectKeysInRange: SQLiteStatement
 
-    /// Under S3-FIFO, whether asking a lookup for the read counter has paid lately (see
-    /// ``countsNextLookup()``): +2 for each counted lookup that found a saturated counter (a
-    /// read then logs nothing), -1 for each that did not, within ±``counterScoreLimit``.
     /// The read transaction this connection keeps open between reads, if any (see
     /// ``startRead(lingering:now:)``), and when it began (``CoarseClock`` seconds).
     private(set) var isLingering = false
@@ -33,6 +30,9 @@ final class DiskIndexReader {
     private let begin: SQLiteStatement
     private let commit: SQLiteStatement
 
+    /// Under S3-FIFO, whether asking a lookup for the read counter has paid lately (see
+    /// ``countsNextLookup()``): +2 for each counted lookup that found a saturated counter (a
+    /// read then logs nothing), -1 for each that did not, within ±``counterScoreLimit``.
     private var counterScore = 0
     private var lookupsSinceProbe = 0
     static let counterScoreLimit = 16

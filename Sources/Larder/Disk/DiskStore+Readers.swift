@@ -153,7 +153,6 @@ extension DiskStore {
         return try body()
     }
 
-
     /// Empties the pool and makes every checked-out reader close on its return (after a reset
     /// of the index, or on `close()`). Call with the writer's lock held.
     func retireReaders(closing: Bool) {
