@@ -32,7 +32,11 @@ struct DiskStoreLingeringReadTests {
         // Given two stores on one directory, the reader's snapshot lingering after each read
         let writer = try makeStore { $0.policy = policy }
         let reader = try makeStore { $0.policy = policy }
-        defer { writer.close(); reader.close() }
+        // (the reader closes first: with no sweep, its idle snapshot would hold the writer's
+        // closing checkpoint for the busy timeout)
+        defer { reader.close(); writer.close() }
+        // (no background sweep, which could end a snapshot at any moment)
+        reader.readers.withLock { $0.sweepDelay = 3_600 }
         var expected: [String: Data] = [:]
         for index in 0..<8 {
             let value = Data("v0-\(index)".utf8)
@@ -156,7 +160,8 @@ struct DiskStoreLingeringReadTests {
         let other = try SQLiteConnection(path: folder.url.appendingPathComponent("index.sqlite").path, busyTimeout: .zero)
         defer { other.close() }
         let clock = ContinuousClock()
-        let deadline = clock.now + .seconds(10)
+        // (a generous bound: a loaded full run delays every background task)
+        let deadline = clock.now + .seconds(60)
         var truncated = false
         while !truncated, clock.now < deadline {
             // `wal_checkpoint` answers (busy, log frames, checkpointed frames)

@@ -109,7 +109,7 @@ extension DiskStore {
         case .none:
             break
         case .sweep(let delay):
-            larderIOQueue.asyncAfter(deadline: .now() + delay) { [weak self] in self?.sweepLingeringReads() }
+            lingerSweepQueue.asyncAfter(deadline: .now() + delay) { [weak self] in self?.sweepLingeringReads() }
         case .endThenReturn:
             // A checkpoint waits for readers: end this snapshot before the reader goes back.
             pooled.reader.endLingering()
@@ -393,6 +393,11 @@ extension DiskStore {
         readers.withLock { _ = $0.log.takePending() }
     }
 }
+
+/// Where idle readers' snapshots are ended (``DiskStore/sweepLingeringReads()``): a serial queue
+/// of its own, which gets a thread even while Larder's I/O queue is backed up with rankings
+/// (a late sweep would keep other processes' checkpoints waiting).
+let lingerSweepQueue = DispatchQueue(label: "larder.linger-sweep", qos: .utility)
 
 /// What a reader's return asks for beyond it (see ``DiskStore/ReaderPool/checkIn(_:)``).
 enum LingerFollowUp {
