@@ -397,7 +397,7 @@ extension DiskStore {
 /// Where idle readers' snapshots are ended (``DiskStore/sweepLingeringReads()``): a serial queue
 /// of its own, which gets a thread even while Larder's I/O queue is backed up with rankings
 /// (a late sweep would keep other processes' checkpoints waiting).
-let lingerSweepQueue = DispatchQueue(label: "larder.linger-sweep", qos: .utility)
+let lingerSweepQueue = DispatchQueue(label: "larder.linger-sweep", qos: .userInitiated)
 
 /// What a reader's return asks for beyond it (see ``DiskStore/ReaderPool/checkIn(_:)``).
 enum LingerFollowUp {
