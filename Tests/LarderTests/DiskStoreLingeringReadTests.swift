@@ -61,7 +61,7 @@ struct DiskStoreLingeringReadTests {
                 try writer.setValue(value, forKey: target)
                 expected[target] = value
             }
-            // Then the next read sees it, inline rows and blob files alike
+            // Then the next read sees it
             #expect(try reader.value(forKey: target) == expected[target], "round \(round), after the write")
             #expect(try reader.containsValue(forKey: target) == (expected[target] != nil))
         }
