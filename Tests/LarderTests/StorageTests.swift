@@ -337,6 +337,33 @@ struct StorageTests {
         #expect(statistics[.disk].totalSize == 2)
     }
 
+    /// A storage without byte tiers counts its memory reads and its writes under the memory
+    /// store's lock: every call through the storage counts once, and reads made through
+    /// `storage.memory` directly do not count as the storage's.
+    @Test func memoryOnlyStatisticsCountEachStorageCallOnce() async throws {
+        let storage = try makeStorage(.string, directory: false)
+        try await storage.setValue("b", forKey: "b")
+        _ = try await storage.value(forKey: "b")                 // hit
+        // The synchronous forms (inside async code the async overloads win, so from a closure).
+        try {
+            try storage.setValue("a", forKey: "a")
+            #expect(try storage.insertValue("c", forKey: "c"))
+            #expect(try !storage.insertValue("again", forKey: "c"))
+            _ = try storage.value(forKey: "a")                   // hit
+            _ = try storage.entry(forKey: "c")                   // hit
+            _ = try storage.value(forKey: "none")                // miss
+            #expect(throws: StorageError.self) { try storage.value(forKey: "a", tiers: .disk) }  // names no tier
+        }()
+        _ = storage.memory.value(forKey: "a")                    // the store's own reads
+        _ = storage.memory.value(forKey: "none")
+        let statistics = storage.statistics
+        #expect(statistics.writes == 3)
+        #expect(statistics[.memory].hits == 3)
+        #expect(statistics[.memory].misses == 1)
+        #expect(statistics.misses == 1)
+        #expect(storage.memory.statistics.hits == 4 && storage.memory.statistics.misses == 2)
+    }
+
     @Test func asyncFormsWorkForMemoryOnlyStorages() async throws {
         let storage = try makeStorage(.string, directory: false)
         try await storage.setValue("v", forKey: "k")

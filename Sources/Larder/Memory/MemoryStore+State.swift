@@ -86,6 +86,9 @@ extension MemoryStore {
         @usableFromInline var policy: PolicyBookkeeping
         @usableFromInline var usage: Usage
         @usableFromInline var statistics = Statistics()
+        /// The reads and writes made for the ``Storage`` that owns the store (counted here,
+        /// under the lock they take anyway, rather than in atomics of the storage's own).
+        @usableFromInline var ownerCounts = OwnerCounts()
 
         init(limits: Limits, policy: EvictionPolicy) {
             self.limits = limits
@@ -100,9 +103,10 @@ extension MemoryStore {
 
         /// Looks `key` up as a read. `now` is `nil` when the caller has not read the clock.
         @inlinable @inline(__always)
-        mutating func read(_ key: Key, hash: Int, now: Double?, stamp: Double) -> ReadResult {
+        mutating func read(_ key: Key, hash: Int, now: Double?, stamp: Double, forOwner: Bool) -> ReadResult {
             guard let slot = slot(of: key, hash: hash) else {
                 statistics.misses += 1
+                if forOwner { ownerCounts.misses += 1 }
                 return .miss
             }
             var expiration = slots[slot].unsafelyUnwrapped.expiration
@@ -112,6 +116,7 @@ extension MemoryStore {
                 if expiration <= now {
                     statistics.misses += 1
                     statistics.expirations += 1
+                    if forOwner { ownerCounts.misses += 1 }
                     return .expired(removeSlot(slot).value)
                 }
                 if sliding > 0, now + sliding > expiration {
@@ -122,6 +127,7 @@ extension MemoryStore {
                 }
             }
             statistics.hits += 1
+            if forOwner { ownerCounts.hits += 1 }
             slots[slot]!.used = stamp
             policy.didAccess(
                 slot, bucket: slots[slot].unsafelyUnwrapped.bucket, keyHash: hash, cost: slots[slot].unsafelyUnwrapped.cost)

@@ -42,3 +42,16 @@ extension MemoryStore {
         }
     }
 }
+
+/// What a ``Storage`` did through the memory store it owns: its memory tier's hits and misses
+/// (leaving out reads through ``Storage/memory`` directly and the storage's second looks inside
+/// a load), and its writes when memory is its only tier.
+@usableFromInline
+struct OwnerCounts: Sendable {
+    @usableFromInline var hits = 0
+    @usableFromInline var misses = 0
+    @usableFromInline var writes = 0
+
+    @usableFromInline
+    init() {}
+}

@@ -207,6 +207,12 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
     ///   expired entry among k entries that can expire (those that never expire cost nothing).
     @inlinable @discardableResult
     public func setValue(_ value: Value, forKey key: Key, cost: Int? = nil, expiry: Expiry? = nil) -> Bool {
+        setValue(value, forKey: key, cost: cost, expiry: expiry, forOwner: false)
+    }
+
+    /// ``setValue(_:forKey:cost:expiry:)``; `forOwner` also counts the write in ``ownerCounts``.
+    @inlinable @discardableResult
+    func setValue(_ value: Value, forKey key: Key, cost: Int?, expiry: Expiry?, forOwner: Bool) -> Bool {
         let cost = cost ?? measure?(value) ?? 1
         precondition(cost >= 0, "MemoryStore: the cost of an entry must not be negative (got \(cost))")
         let expiration: Double
@@ -231,9 +237,11 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
         if expiration != .infinity { holdsExpiringEntries.store(true, ordering: .relaxed) }
         while true {
             let stored = withStateReleasingRemoved { state, graveyard in
-                state.insert(
+                let stored = state.insert(
                     value, forKey: key, hash: hash, cost: cost, expiration: expiration,
                     sliding: (expiry ?? defaultExpiry).slidingInterval ?? 0, now: time, stamp: stamp, into: &graveyard)
+                if forOwner, stored != nil { state.ownerCounts.writes += 1 }
+                return stored
             }
             if let stored { return stored }
             // The write may overflow and entries that can expire are held, so expired ones go
@@ -364,16 +372,23 @@ public final class MemoryStore<Key: Hashable & Sendable, Value> {
         }
     }
 
+    /// The reads and writes made with `forOwner` (see ``read(_:forOwner:)``).
+    var ownerCounts: OwnerCounts {
+        locked.withLockUnchecked { $0.ownerCounts }
+    }
+
     // MARK: - Internals
 
+    /// Looks `key` up as a read; `forOwner` also counts it in ``ownerCounts``, for the
+    /// ``Storage`` that created the store.
     @inlinable
-    func read(_ key: Key) -> (value: Value, cost: Int, expiration: Double, sliding: Double)? {
+    func read(_ key: Key, forOwner: Bool = false) -> (value: Value, cost: Int, expiration: Double, sliding: Double)? {
         let hash = key.hashValue
         var now: Double? = readsClockBeforeLocking || !stampsWithCoarseClock || holdsExpiringEntries.load(ordering: .relaxed)
             ? currentTime() : nil
         let stamp = stampTime(now)
         while true {
-            let result = locked.withLockUnchecked { state in state.read(key, hash: hash, now: now, stamp: stamp) }
+            let result = locked.withLockUnchecked { state in state.read(key, hash: hash, now: now, stamp: stamp, forOwner: forOwner) }
             switch result {
             case .hit(let value, let cost, let expiration, let sliding):
                 return (value, cost, expiration, sliding)

@@ -3,8 +3,8 @@ public import Synchronization
 /// Lock-free counters of a ``Storage``; relaxed ordering is enough for statistics.
 @usableFromInline
 final class Counters: Sendable {
-    @usableFromInline let memoryHits = Atomic<Int>(0)
-    @usableFromInline let memoryMisses = Atomic<Int>(0)
+    // The memory tier's hits and misses, and the writes of a storage without byte tiers, are
+    // counted under the memory store's lock (`MemoryStore.ownerCounts`), which they take anyway.
     let memoryPromotions = Atomic<Int>(0)
     let misses = Atomic<Int>(0)
     @usableFromInline let writes = Atomic<Int>(0)

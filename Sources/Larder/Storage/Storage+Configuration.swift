@@ -84,14 +84,15 @@ extension Storage {
     public var statistics: StorageStatistics {
         var statistics = StorageStatistics()
         statistics.misses = counters.misses.load(ordering: .relaxed)
-        statistics.writes = counters.writes.load(ordering: .relaxed)
+        let ownerCounts = memory.ownerCounts
+        statistics.writes = counters.writes.load(ordering: .relaxed) + ownerCounts.writes
         statistics.decodingFailures = counters.decodingFailures.load(ordering: .relaxed)
         statistics.loads = counters.loads.load(ordering: .relaxed)
         statistics.loadStoreFailures = counters.loadStoreFailures.load(ordering: .relaxed)
         let memoryStatistics = memory.statistics
         var memoryFigures = TierStatistics()
-        memoryFigures.hits = counters.memoryHits.load(ordering: .relaxed)
-        memoryFigures.misses = counters.memoryMisses.load(ordering: .relaxed)
+        memoryFigures.hits = ownerCounts.hits
+        memoryFigures.misses = ownerCounts.misses
         memoryFigures.promotions = counters.memoryPromotions.load(ordering: .relaxed)
         memoryFigures.writes = memoryStatistics.writes
         memoryFigures.evictions = memoryStatistics.evictions

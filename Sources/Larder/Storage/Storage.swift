@@ -69,6 +69,8 @@ public final class Storage<Key: CacheKey, Value> {
     /// The observers of ``events(bufferSize:)``.
     @usableFromInline let broadcaster: EventBroadcaster
     @usableFromInline let counters: Counters
+    /// Whether ``Configuration/defaultTiers`` names memory (read once, not per read).
+    @usableFromInline let defaultTiersIncludeMemory: Bool
     /// The identities of every tier: memory first, then the byte tiers in order.
     public let tierIDs: [StorageTier]
 
@@ -85,6 +87,7 @@ public final class Storage<Key: CacheKey, Value> {
         configuration: Configuration = .init(), additionalTiers: [any CacheTier] = [], transformer: Transformer<Value>
     ) throws {
         self.configuration = configuration
+        self.defaultTiersIncludeMemory = configuration.defaultTiers.includesMemory
         self.transformer = transformer
         // The tiers the storage creates report their evictions and expirations to its events.
         let broadcaster = EventBroadcaster()
@@ -142,7 +145,9 @@ public final class Storage<Key: CacheKey, Value> {
     /// - Throws: ``StorageError`` for I/O failures, or when `tiers` names no tier of the storage.
     @inlinable
     public func value(forKey key: Key, tiers: StorageTiers? = nil) throws -> Value? {
-        try entry(forKey: key, tiers: tiers)?.value
+        // A memory hit builds no `Entry` (its tier and date) only to drop it.
+        if tiers?.includesMemory ?? defaultTiersIncludeMemory, let found = memoryValue(forKey: key) { return found }
+        return try entryBelowMemory(forKey: key, tiers: tiers ?? configuration.defaultTiers)?.value
     }
 
     /// The value for `key` with the tier that answered and its expiration, or `nil` on a miss.
@@ -159,14 +164,20 @@ public final class Storage<Key: CacheKey, Value> {
     /// The memory half of a read: no I/O, safe on any executor.
     @inlinable
     func memoryEntry(forKey key: Key, tiers: StorageTiers) -> Entry? {
-        guard tiers.includesMemory else { return nil }
-        if let found = memory.entry(forKey: key) {
-            counters.memoryHits.add(1, ordering: .relaxed)
-            if found.slidingInterval != nil, let renewed = found.expirationDate { renewBelowMemory(key, until: renewed) }
-            return Entry(value: found.value, tier: .memory, expirationDate: found.expirationDate)
+        guard tiers.includesMemory, let found = memory.read(key, forOwner: true) else { return nil }
+        let expirationDate = found.expiration == .infinity ? nil : Date(timeIntervalSinceReferenceDate: found.expiration)
+        if found.sliding > 0, let expirationDate { renewBelowMemory(key, until: expirationDate) }
+        return Entry(value: found.value, tier: .memory, expirationDate: expirationDate)
+    }
+
+    /// The memory half of ``value(forKey:tiers:)``, for a call that names memory.
+    @inlinable
+    func memoryValue(forKey key: Key) -> Value? {
+        guard let found = memory.read(key, forOwner: true) else { return nil }
+        if found.sliding > 0, found.expiration != .infinity {
+            renewBelowMemory(key, until: Date(timeIntervalSinceReferenceDate: found.expiration))
         }
-        counters.memoryMisses.add(1, ordering: .relaxed)
-        return nil
+        return found.value
     }
 
     /// A memory hit renewed a sliding lifetime: the disk tiers' copies are renewed too, in their
@@ -310,15 +321,16 @@ public final class Storage<Key: CacheKey, Value> {
     ///   that is not finite or tiers the storage does not have, or a tier's error.
     @inlinable
     public func setValue(_ value: Value, forKey key: Key, expiry: Expiry? = nil, tiers: StorageTiers? = nil) throws {
-        let tiers = tiers ?? configuration.defaultTiers
-        guard self.tiers.isEmpty else { return try setValueThroughTiers(value, forKey: key, expiry: expiry, tiers: tiers) }
+        guard self.tiers.isEmpty else {
+            return try setValueThroughTiers(value, forKey: key, expiry: expiry, tiers: tiers ?? configuration.defaultTiers)
+        }
         // Memory alone: no promotion can race a write, so the store's own lock orders writes.
-        try checkNamesATier(tiers)
+        // Memory is always a tier, so only a call that does not name it pays the full check.
+        if !(tiers?.includesMemory ?? defaultTiersIncludeMemory) { try checkNamesATier(tiers ?? configuration.defaultTiers) }
         if let expiry, !expiry.isValid {
             throw StorageError(code: .invalidInput, message: "expiry \(expiry) is not a finite time")
         }
-        memory.setValue(value, forKey: key, expiry: expiry)
-        counters.writes.add(1, ordering: .relaxed)
+        memory.setValue(value, forKey: key, cost: nil, expiry: expiry, forOwner: true)
         if broadcaster.hasObservers { emit(.written, key.cacheKey, .memory) }
     }
 

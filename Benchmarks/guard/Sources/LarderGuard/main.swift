@@ -7,7 +7,8 @@
 // `.s3fifo`), disk-get-hit-s3fifo-hot (hits on `.s3fifo` entries whose counters are saturated,
 // which log nothing), storage-get-hit and storage-get-miss (Storage over the disk tier),
 // disk-get-miss, disk-set, memory-hit, memory-hit-wtinylfu (hits under `.wTinyLFU`),
-// memory-insert (an insert that evicts). Profiling aids, not budgeted: disk-get-hit-100k
+// memory-insert (an insert that evicts), storage-memory-hit and storage-memory-insert (the same
+// two through `Storage` without byte tiers). Profiling aids, not budgeted: disk-get-hit-100k
 // (100 KiB values in blob files) and disk-get-hit-4k (4 KiB values inline, 8,000 of them).
 // Setup is the same every run: fixed keys and values, a fresh directory,
 // SWIFT_DETERMINISTIC_HASHING=1 set by the script.
@@ -32,6 +33,9 @@ func value(_ index: Int) -> Data {
 func key(_ prefix: String, _ index: Int) -> String { "\(prefix)-\(index)" }
 
 final class Box {}
+
+/// `Storage` needs a codec even without byte tiers; these operations never call it.
+let boxTransformer = Transformer<Box>(encode: { _ in Data() }, decode: { _ in Box() }, isCompressible: false)
 
 /// The prepared state of one operation and the closure that runs it once per index.
 nonisolated(unsafe) var body: (Int) throws -> Void = { _ in }
@@ -179,6 +183,28 @@ case "memory-insert":
     var next = residents
     body = { _ in
         store.setValue(box, forKey: keys[next % keys.count])
+        next += 1
+    }
+case "storage-memory-hit":
+    // memory-hit through `Storage<String, Box>` without a disk tier: the generic layer's cost.
+    let storage = try Storage<String, Box>(
+        configuration: .init(memory: .init(countLimit: residents)), transformer: boxTransformer)
+    let keys = (0..<residents).map { key("memory-key", $0) }
+    let box = Box()
+    for name in keys { try storage.setValue(box, forKey: name) }
+    body = { index in
+        guard try storage.value(forKey: keys[index * 7_919 % residents]) != nil else { fatalError("miss") }
+    }
+case "storage-memory-insert":
+    // memory-insert through `Storage<String, Box>` without a disk tier.
+    let storage = try Storage<String, Box>(
+        configuration: .init(memory: .init(countLimit: residents, overflowTrimRatio: 0)), transformer: boxTransformer)
+    let keys = (0..<(2 * residents)).map { key("memory-key", $0) }
+    let box = Box()
+    for index in 0..<residents { try storage.setValue(box, forKey: keys[index]) }
+    var next = residents
+    body = { _ in
+        try storage.setValue(box, forKey: keys[next % keys.count])
         next += 1
     }
 default:
