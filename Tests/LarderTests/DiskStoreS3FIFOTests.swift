@@ -220,6 +220,65 @@ struct DiskStoreS3FIFOTests {
         #expect(after.first?.hasSuffix(" \(clock.peek.milliseconds)") == true)
     }
 
+    @Test func aReaderTrustsTheCountersItSawOnlyUntilSomethingCommits() throws {
+        // Given a read connection in a lingering read transaction that noted a saturated counter
+        let store = try makeStore { $0.ranksReadsInBackground = false }
+        defer { store.close() }
+        try store.setValue(Data([1]), forKey: "k")
+        let reader = try DiskIndexReader(
+            path: folder.url.appendingPathComponent("index.sqlite").path, busyTimeout: .seconds(1))
+        defer {
+            reader.endLingering()
+            reader.connection.close()
+        }
+        _ = try reader.location(forKey: "k")  // maps the wal-index
+        reader.startRead(lingering: true, now: 0)
+        #expect(reader.isLingering)
+        reader.noteSaturation(forKey: "k", accessed: 42)
+        #expect(reader.knownSaturation(forKey: "k") == 42)
+        #expect(reader.knownSaturation(forKey: "other") == nil)
+        // When its snapshot is renewed for age alone (nothing committed), it still knows
+        reader.startRead(lingering: true, now: 1)
+        #expect(reader.isLingering)
+        #expect(reader.knownSaturation(forKey: "k") == 42)
+        // Then a commit by another connection makes it forget
+        try store.setValue(Data([2]), forKey: "other")
+        reader.startRead(lingering: true, now: 1.001)
+        #expect(reader.isLingering)
+        #expect(reader.knownSaturation(forKey: "k") == nil)
+        // And outside a lingering transaction it neither notes nor knows anything
+        reader.endLingering()
+        reader.noteSaturation(forKey: "k", accessed: 43)
+        #expect(reader.knownSaturation(forKey: "k") == nil)
+        reader.startRead(lingering: true, now: 2)
+        #expect(reader.knownSaturation(forKey: "k") == nil)
+    }
+
+    @Test func aCounterAnotherConnectionChangedIsReadAgain() throws {
+        // Given a hot entry whose saturated counter the store's reader has seen
+        let store = try makeStore { $0.ranksReadsInBackground = false }
+        defer { store.close() }
+        try store.setValue(Data([1]), forKey: "hot")
+        for _ in 0..<3 { _ = try store.value(forKey: "hot") }
+        store.rankLoggedReads()
+        // (The first reads found no saturated counter, so lookups stopped reading it but for
+        // one probe in 16: these reads let the probes see it saturated again.)
+        for _ in 0..<40 { _ = try store.value(forKey: "hot") }
+        store.rankLoggedReads()
+        for _ in 0..<5 { #expect(try store.value(forKey: "hot") == Data([1])) }
+        let connection = try indexConnection()
+        defer { connection.close() }
+        let counterSQL = "SELECT '' || a.freq FROM access AS a CROSS JOIN entries AS e ON e.rowid = a.entry WHERE e.key = 'hot'"
+        #expect(try Self.strings(connection, counterSQL) == ["3"])
+        // When another connection lowers the counter (as another process's eviction does)
+        try connection.execute("UPDATE access SET freq = 1 WHERE entry = (SELECT rowid FROM entries WHERE key = 'hot')")
+        // Then the store's next read looks at the counter again, is logged, and bumps it
+        #expect(try store.value(forKey: "hot") == Data([1]))
+        store.rankLoggedReads()
+        let bumped = try Self.strings(connection, counterSQL)
+        #expect(bumped == ["2"], "\(bumped)")
+    }
+
     @Test func lookupsReadTheCounterOnlyWhileThatPays() throws {
         // Given a read connection to a store's index
         let store = try makeStore()

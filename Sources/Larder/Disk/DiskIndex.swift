@@ -60,6 +60,13 @@ final class DiskIndex {
         struct Counter {
             var count: Int64
             var accessed: Int64
+
+            /// See ``Location/isSaturated(at:window:)``.
+            func isSaturated(at now: Int64, window: Int64) -> Bool {
+                guard count >= DiskIndex.maxReadCount else { return false }
+                let (start, overflow) = now.subtractingReportingOverflow(window)
+                return overflow || accessed >= start
+            }
         }
     }
 
@@ -867,9 +874,7 @@ extension DiskIndex.Location {
     /// not logged, so that reads of hot entries write nothing at all; last-used times then
     /// lag real reads by less than `window`.
     func isSaturated(at now: Int64, window: Int64) -> Bool {
-        guard let counter, counter.count >= DiskIndex.maxReadCount else { return false }
-        let (start, overflow) = now.subtractingReportingOverflow(window)
-        return overflow || counter.accessed >= start
+        counter?.isSaturated(at: now, window: window) ?? false
     }
 }
 

@@ -38,6 +38,18 @@ final class DiskIndexReader {
     static let counterScoreLimit = 16
     static let counterProbeInterval = 16
 
+    /// Under S3-FIFO, the keys whose counted lookups found a saturated counter, with the last
+    /// use their access row held, in the database as the wal-index header
+    /// ``saturatedHeader`` describes. While a read's snapshot has that header, nothing has
+    /// committed since, so the access row is still what it was and the lookup need not read it
+    /// again (see ``knownSaturation(forKey:)``).
+    private var saturated: [String: Int64] = [:]
+    private var saturatedHeader = WALIndexHeader()
+    /// The most keys ``saturated`` holds (about 40 bytes each, and the key's storage, which
+    /// it shares with the caller's string when that is not small); when full, it takes no more
+    /// until the next commit empties it.
+    static let saturatedLimit = 16_384
+
     /// Prepares the read statements on `connection` (whose schema must be current).
     init(connection: SQLiteConnection) throws {
         self.connection = connection
@@ -118,6 +130,26 @@ final class DiskIndexReader {
         guard (try? begin.withReset({ _ = try $0.step() })) != nil else { return }
         isLingering = true
         lingeringSince = now
+        // A commit since the counters were read may have changed them (a bump, an eviction's
+        // decrement, a removal, a row id reused): forget them all.
+        if !saturated.isEmpty, saturatedHeader != walHeaderAtBegin { saturated.removeAll(keepingCapacity: true) }
+        saturatedHeader = walHeaderAtBegin
+    }
+
+    /// The last use of `key`'s saturated read counter, when a counted lookup found it in the
+    /// snapshot this read uses (S3-FIFO): the lookup can then skip the access row. `nil` when
+    /// unknown, or when the read is not in a lingering transaction (whose header says whether
+    /// anything committed since).
+    func knownSaturation(forKey key: String) -> Int64? {
+        guard isLingering, !saturated.isEmpty else { return nil }
+        return saturated[key]
+    }
+
+    /// Remembers that a counted lookup of `key`, in this read's snapshot, found its counter
+    /// saturated with last use `accessed` (see ``knownSaturation(forKey:)``).
+    func noteSaturation(forKey key: String, accessed: Int64) {
+        guard isLingering, saturated.count < Self.saturatedLimit else { return }
+        saturated[key] = accessed
     }
 
     /// Ends the lingering read transaction, if any (its locks released at once).
@@ -264,7 +296,13 @@ final class DiskIndexReader {
 extension DiskIndexReader: Sendable {}
 
 /// The bytes of a wal-index header (``CSQLITE_WAL_INDEX_HEADER_BYTES``, 96), held inline.
-struct WALIndexHeader {
+struct WALIndexHeader: Equatable {
     var words: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) =
         (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+
+    static func == (lhs: WALIndexHeader, rhs: WALIndexHeader) -> Bool {
+        withUnsafeBytes(of: lhs.words) { left in
+            withUnsafeBytes(of: rhs.words) { right in left.elementsEqual(right) }
+        }
+    }
 }

@@ -44,7 +44,11 @@ extension DiskStore {
             // is recorded as the reader goes back into the pool, under the same lock hold.
             let lookup: Lookup = try withRecordingReader { reader in
                 let counted = isS3FIFO && reader.countsNextLookup()
-                guard let location = try reader.location(forKey: key, counted: counted) else { return (.missing, .miss) }
+                // A counter this reader saw saturated in the same snapshot needs no second look.
+                let known = counted ? reader.knownSaturation(forKey: key) : nil
+                guard let location = try reader.location(forKey: key, counted: counted && known == nil) else {
+                    return (.missing, .miss)
+                }
                 // Read after the lookup: a miss needs no clock.
                 let now = configuration.now().milliseconds
                 if let expires = location.expires, expires <= now { return (.expired(location), .miss) }
@@ -55,7 +59,16 @@ extension DiskStore {
                 guard let renewed = location.renewedExpiry(at: now) else {
                     guard counted else { return (.found(found), .hit(access)) }
                     // Under S3-FIFO, a hot entry's read writes nothing (its counter stays at 3).
-                    let saturated = location.isSaturated(at: now, window: Self.accessFlushDelay)
+                    let saturated: Bool
+                    if let known {
+                        saturated = DiskIndex.Location.Counter(count: DiskIndex.maxReadCount, accessed: known)
+                            .isSaturated(at: now, window: Self.accessFlushDelay)
+                    } else {
+                        saturated = location.isSaturated(at: now, window: Self.accessFlushDelay)
+                        if let counter = location.counter, counter.count >= DiskIndex.maxReadCount {
+                            reader.noteSaturation(forKey: key, accessed: counter.accessed)
+                        }
+                    }
                     reader.noteCounter(saturated: saturated)
                     return (.found(found), saturated ? .unloggedHit : .hit(access))
                 }
