@@ -74,7 +74,7 @@ extension DiskStore {
         /// How long a call waits for another connection's write lock (another thread's or
         /// process's store on the same directory). Defaults to 10 seconds.
         public var busyTimeout: Duration
-        /// Where a due batch of logged reads (4,096 reads, or 2 seconds' worth) is written to the
+        /// Where a due batch of logged reads (16,384 reads, or 2 seconds' worth) is written to the
         /// index: `true` on Larder's I/O queue, so that no read waits for it; `false` on the
         /// thread of the read that filled the batch. Either way writes, trims and `close()` rank
         /// every logged read first, so least-recently-used order stays exact, and a reader that

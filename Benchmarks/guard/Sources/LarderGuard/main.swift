@@ -82,10 +82,10 @@ case "disk-get-hit-s3fifo-hot":
     // Hits on entries already read three times under `.s3fifo` (their counters saturated and
     // their last use recent): such reads are counted and not logged, so they write nothing.
     let store = try makeDiskStore(policy: .s3fifo, fixedClock: true)
-    // Five passes: the log is ranked after 4,096 reads, four passes and some, which leaves
-    // every counter saturated.
-    for _ in 0..<5 {
-        for index in 0..<residents { guard try store.value(forKey: key("k", index)) != nil else { fatalError("miss") } }
+    // 16,384 reads, every key sixteen times and more: the log is ranked after exactly that
+    // many, which leaves every counter saturated and nothing logged.
+    for read in 0..<16_384 {
+        guard try store.value(forKey: key("k", read % residents)) != nil else { fatalError("miss") }
     }
     body = { index in
         guard try store.value(forKey: key("k", index * 7_919 % residents))?.count == 100 else { fatalError("miss") }
