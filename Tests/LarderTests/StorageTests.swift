@@ -337,6 +337,29 @@ struct StorageTests {
         #expect(statistics[.disk].totalSize == 2)
     }
 
+    /// Reads with the default tiers take the tiers they name from a table made at creation;
+    /// reads that name tiers themselves (an equal set built anew, or another set) compare
+    /// names. Both must read exactly the tiers named.
+    @Test func readsReachExactlyTheTiersTheDefaultOrTheCallNames() throws {
+        let memoryOnly = try makeStorage(.string) { $0.defaultTiers = .memory }
+        try memoryOnly.setValue("on disk", forKey: "k", tiers: .disk)
+        #expect(try memoryOnly.value(forKey: "k") == nil)                          // default: memory alone
+        #expect(try memoryOnly.value(forKey: "k", tiers: StorageTiers([.disk])) == "on disk")
+        #expect(try memoryOnly.entry(forKey: "k", tiers: .all)?.tier == .disk)
+        memoryOnly.close()
+
+        let diskOnly = try makeStorage(.string) { $0.defaultTiers = .disk }
+        try diskOnly.setValue("in memory", forKey: "m", tiers: .memory)
+        try diskOnly.setValue("on disk", forKey: "d", tiers: .disk)
+        #expect(try diskOnly.value(forKey: "m") == nil)                            // default: disk alone
+        #expect(try diskOnly.value(forKey: "d") == "on disk")
+        #expect(try diskOnly.value(forKey: "d", tiers: StorageTiers([.disk])) == "on disk")
+        #expect(try diskOnly.value(forKey: "d", tiers: .memory) == nil)            // not promoted
+        #expect(try diskOnly.entry(forKey: "m", tiers: [.memory, .disk])?.tier == .memory)
+        #expect(throws: StorageError.self) { try diskOnly.value(forKey: "d", tiers: [StorageTier("elsewhere")]) }
+        diskOnly.close()
+    }
+
     /// A storage without byte tiers counts its memory reads and its writes under the memory
     /// store's lock: every call through the storage counts once, and reads made through
     /// `storage.memory` directly do not count as the storage's.

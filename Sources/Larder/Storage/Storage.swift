@@ -58,6 +58,10 @@ public final class Storage<Key: CacheKey, Value> {
     let allTiersLocal: Bool
     /// The counters of each of ``localTiers``, in the same order (looked up once, not per read).
     let localTierCounters: [TierCounters]
+    /// The identity of each of ``localTiers``, in the same order (read once, not per read).
+    let localTierIDs: [StorageTier]
+    /// Whether ``Configuration/defaultTiers`` names each of ``localTiers``, in the same order.
+    let defaultTiersNameLocal: [Bool]
     let turns = KeyTurns<Key>()
     /// Per-key turns of the network step of async writes and removals with a shared tier: only
     /// async callers ever wait on them, so no thread blocks on a remote round trip.
@@ -118,6 +122,8 @@ public final class Storage<Key: CacheKey, Value> {
         self.allTiersLocal = localTiers.count == tiers.count
         self.counters = Counters(tiers: tiers.map(\.tierID))
         self.localTierCounters = localTiers.map { [counters] in counters.tier($0.tierID) }
+        self.localTierIDs = localTiers.map(\.tierID)
+        self.defaultTiersNameLocal = localTierIDs.map(configuration.defaultTiers.contains)
     }
 
     /// Creates a storage with a configuration edited by `configure`.
@@ -202,13 +208,20 @@ public final class Storage<Key: CacheKey, Value> {
 
     @inline(never)
     private func readBelowMemory(forKey key: Key, tiers: StorageTiers) throws -> Entry? {
+        // Which local tiers the call names: for the default tiers (the same array, so the
+        // comparison is one pointer test) worked out once at creation, not by comparing names.
+        let namedByDefault = tiers == configuration.defaultTiers ? defaultTiersNameLocal : nil
+        func names(_ position: Int) -> Bool {
+            namedByDefault?[position] ?? tiers.contains(localTierIDs[position])
+        }
         // Only a call that names no local tier (nor memory) pays the full check of its names.
-        if !tiers.includesMemory, !localTiers.contains(where: { tiers.contains($0.tierID) }) { try checkNamesATier(tiers) }
+        if !tiers.includesMemory, !localTiers.indices.contains(where: names) { try checkNamesATier(tiers) }
         // A hit is copied into memory or a faster local tier; a read that can do neither (one
         // local tier, memory not named) takes no token, and checks a drop another way.
         let token = tiers.includesMemory || localTiers.count > 1 ? turns.token(for: key) : nil
         let cacheKey = key.cacheKey
-        for (position, tier) in localTiers.enumerated() where tiers.contains(tier.tierID) {
+        for position in localTiers.indices where names(position) {
+            let tier = localTiers[position]
             let tierCounters = localTierCounters[position]
             guard let found = try tier.entry(forKey: cacheKey) else {
                 tierCounters.misses.add(1, ordering: .relaxed)
@@ -216,13 +229,13 @@ public final class Storage<Key: CacheKey, Value> {
             }
             guard let value = decodeOrDrop(found, forKey: key, from: tier, token: token) else { continue }
             tierCounters.hits.add(1, ordering: .relaxed)
-            if let token, tiers.includesMemory || localTiers[..<position].contains(where: { tiers.contains($0.tierID) }) {
+            if let token, tiers.includesMemory || localTiers.indices[..<position].contains(where: names) {
                 let cost = tiers.includesMemory ? memoryCost(of: value) : nil
                 turns.withTurnIfUnchanged(key, since: token) {
                     promote(found, value: value, cost: cost, forKey: key, above: position, tiers: tiers)
                 }
             }
-            return Entry(value: value, tier: tier.tierID, expirationDate: found.expirationDate)
+            return Entry(value: value, tier: localTierIDs[position], expirationDate: found.expirationDate)
         }
         counters.misses.add(1, ordering: .relaxed)
         return nil
