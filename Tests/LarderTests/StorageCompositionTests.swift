@@ -218,6 +218,49 @@ struct StorageCompositionTests {
         #expect(try storage.keys(withPrefix: "a/", tiers: .disk) == ["a/2", "a/4"])
     }
 
+    /// A value read that can promote nothing (one local tier, memory not named) asks the tier
+    /// for its bytes alone; it must answer and count exactly as the entry read does.
+    @Test(arguments: [false, true])
+    func aValueReadOfOneTierAnswersAndCountsAsAnEntryReadDoes(throughDisk: Bool) throws {
+        // Given a storage with one local byte tier: the real disk, or the test tier (whose
+        // `value(forKey:)` is the protocol's default)
+        var configuration = Storage<String, String>.Configuration(
+            directory: throughDisk ? folder.url.appendingPathComponent("disk") : nil)
+        configuration.now = clock.closure
+        configuration.logHandler = { _ in }
+        configuration.defaultTiers = throughDisk ? .disk : [Self.bytesTier]
+        let storage = try Storage(configuration: configuration, additionalTiers: throughDisk ? [] : [bytes], transformer: .string)
+        let tier = throughDisk ? StorageTier.disk : Self.bytesTier
+        let byteTier = try #require(storage.tier(tier) as? any LocalCacheTier)
+        try storage.setValue("live", forKey: "live")
+        try storage.setValue("brief", forKey: "brief", expiry: .seconds(10))
+        try byteTier.setValue(Data([0xFF, 0xFE]), forKey: "bad", expiry: nil, metadata: nil, isCompressible: false)
+        clock.advance(by: 11)
+
+        // When each is read for its value, then again for its entry
+        #expect(try storage.value(forKey: "live") == "live")
+        #expect(try storage.value(forKey: "brief") == nil)
+        #expect(try storage.value(forKey: "bad") == nil)
+        #expect(try storage.value(forKey: "absent") == nil)
+        let afterValues = storage.statistics
+        #expect(try storage.entry(forKey: "live")?.value == "live")
+        #expect(try storage.entry(forKey: "brief") == nil)
+        #expect(try storage.entry(forKey: "absent") == nil)
+
+        // Then the value reads counted one hit and three misses, the bad bytes are gone, and
+        // the entry reads counted the same way again (the bad key is now a plain miss)
+        #expect(afterValues[tier].hits == 1)
+        #expect(afterValues[tier].misses == 3)
+        #expect(afterValues.misses == 3)
+        #expect(afterValues.decodingFailures == 1)
+        #expect(try byteTier.containsValue(forKey: "bad") == false)
+        let afterEntries = storage.statistics
+        #expect(afterEntries[tier].hits == 2)
+        #expect(afterEntries[tier].misses == 5)
+        #expect(afterEntries.misses == 5)
+        #expect(afterEntries[.memory].hits + afterEntries[.memory].misses == 0)
+    }
+
     @Test func statisticsCountEachReadOnceAcrossThreeTiers() throws {
         let storage = try makeStorage()
         try storage.setValue("m", forKey: "m")

@@ -153,7 +153,7 @@ public final class Storage<Key: CacheKey, Value> {
     public func value(forKey key: Key, tiers: StorageTiers? = nil) throws -> Value? {
         // A memory hit builds no `Entry` (its tier and date) only to drop it.
         if tiers?.includesMemory ?? defaultTiersIncludeMemory, let found = memoryValue(forKey: key) { return found }
-        return try entryBelowMemory(forKey: key, tiers: tiers ?? configuration.defaultTiers)?.value
+        return try valueBelowMemory(forKey: key, tiers: tiers ?? configuration.defaultTiers)
     }
 
     /// The value for `key` with the tier that answered and its expiration, or `nil` on a miss.
@@ -206,6 +206,37 @@ public final class Storage<Key: CacheKey, Value> {
         try readBelowMemory(forKey: key, tiers: tiers)
     }
 
+    /// The value half of ``value(forKey:tiers:)`` below memory; a thin entry point like
+    /// ``entryBelowMemory(forKey:tiers:)``.
+    @usableFromInline
+    @_specialize(where Key == String, Value == Data)
+    func valueBelowMemory(forKey key: Key, tiers: StorageTiers) throws -> Value? {
+        try readValueBelowMemory(forKey: key, tiers: tiers)
+    }
+
+    /// A read that can promote nothing (one local tier, memory not named) asks the tier for its
+    /// bytes alone: no entry, dates and metadata built only to be dropped. Every other read
+    /// takes the entry path.
+    @inline(never)
+    private func readValueBelowMemory(forKey key: Key, tiers: StorageTiers) throws -> Value? {
+        guard !tiers.includesMemory, localTiers.count == 1,
+              tiers == configuration.defaultTiers ? defaultTiersNameLocal[0] : tiers.contains(localTierIDs[0]) else {
+            return try readBelowMemory(forKey: key, tiers: tiers)?.value
+        }
+        let tier = localTiers[0]
+        guard let data = try tier.value(forKey: key.cacheKey) else {
+            localTierCounters[0].misses.add(1, ordering: .relaxed)
+            counters.misses.add(1, ordering: .relaxed)
+            return nil
+        }
+        guard let value = decodeOrDrop(data, forKey: key, from: tier, token: nil) else {
+            counters.misses.add(1, ordering: .relaxed)
+            return nil
+        }
+        localTierCounters[0].hits.add(1, ordering: .relaxed)
+        return value
+    }
+
     @inline(never)
     private func readBelowMemory(forKey key: Key, tiers: StorageTiers) throws -> Entry? {
         // Which local tiers the call names: for the default tiers (the same array, so the
@@ -227,7 +258,7 @@ public final class Storage<Key: CacheKey, Value> {
                 tierCounters.misses.add(1, ordering: .relaxed)
                 continue
             }
-            guard let value = decodeOrDrop(found, forKey: key, from: tier, token: token) else { continue }
+            guard let value = decodeOrDrop(found.data, forKey: key, from: tier, token: token) else { continue }
             tierCounters.hits.add(1, ordering: .relaxed)
             if let token, tiers.includesMemory || localTiers.indices[..<position].contains(where: names) {
                 let cost = tiers.includesMemory ? memoryCost(of: value) : nil
@@ -247,10 +278,10 @@ public final class Storage<Key: CacheKey, Value> {
     /// - Parameter token: Taken before the read; `nil` when the read took none, and then the
     ///   bytes are removed only if a second read, after a fresh token, finds them unchanged.
     private func decodeOrDrop(
-        _ found: TierEntry, forKey key: Key, from tier: any LocalCacheTier, token: KeyTurns<Key>.Token?
+        _ data: Data, forKey key: Key, from tier: any LocalCacheTier, token: KeyTurns<Key>.Token?
     ) -> Value? {
         do {
-            return try transformer.decode(found.data)
+            return try transformer.decode(data)
         } catch {
             counters.decodingFailures.add(1, ordering: .relaxed)
             counters.tier(tier.tierID).misses.add(1, ordering: .relaxed)
@@ -258,7 +289,7 @@ public final class Storage<Key: CacheKey, Value> {
             var since = token
             if since == nil {
                 let fresh = turns.token(for: key)
-                if let again = try? tier.entry(forKey: cacheKey), again.data == found.data { since = fresh }
+                if let again = try? tier.value(forKey: cacheKey), again == data { since = fresh }
             }
             if let since { _ = try? turns.withTurnIfUnchanged(key, since: since) { try tier.removeValue(forKey: cacheKey) } }
             return nil

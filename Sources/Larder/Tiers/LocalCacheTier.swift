@@ -7,6 +7,10 @@ public import Foundation
 public protocol LocalCacheTier: CacheTier {
     /// The bytes stored for `key`; see ``CacheTier/entry(forKey:)``.
     func entry(forKey key: String) throws -> TierEntry?
+    /// The bytes stored for `key` alone, or `nil` on a miss: what ``Storage`` asks when it
+    /// needs no lifetime or metadata (a value read with nothing to promote). A tier can answer
+    /// it more cheaply than ``entry(forKey:)``; the default returns that entry's `data`.
+    func value(forKey key: String) throws -> Data?
     /// Stores `data` for `key`; see ``CacheTier/setValue(_:forKey:expiry:metadata:isCompressible:)``.
     func setValue(_ data: Data, forKey key: String, expiry: Expiry?, metadata: Data?, isCompressible: Bool) throws
     /// Removes the value for `key`; see ``CacheTier/removeValue(forKey:)``.
@@ -36,6 +40,11 @@ public protocol LocalCacheTier: CacheTier {
 }
 
 extension LocalCacheTier {
+    /// The data of ``entry(forKey:)``.
+    public func value(forKey key: String) throws -> Data? {
+        try entry(forKey: key)?.data
+    }
+
     /// A tier that keeps no times cannot trim by age: this default throws
     /// ``StorageError/Code/invalidInput`` naming the tier.
     public func trim(toDate date: Date, by age: EntryAge, sparing spared: Set<String>) throws -> [String] {
