@@ -3,7 +3,7 @@
 // operations per second.
 //
 //   cc -O2 -o baseline_libmemcached baseline_libmemcached.c -lmemcached
-//   ./baseline_libmemcached PORT OPS
+//   ./baseline_libmemcached PORT OPS [ONLY]   (ONLY: get1, mget or set1 runs just that measurement)
 #include <libmemcached/memcached.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,9 +19,11 @@ static double now(void) {
 #define KEYS 1000
 
 int main(int argc, char **argv) {
-    if (argc != 3) { fprintf(stderr, "usage: %s PORT OPS\n", argv[0]); return 2; }
+    if (argc != 3 && argc != 4) { fprintf(stderr, "usage: %s PORT OPS [get1|mget|set1]\n", argv[0]); return 2; }
     int port = atoi(argv[1]);
     long ops = atol(argv[2]);
+    const char *only = argc == 4 ? argv[3] : NULL;
+#define RUNS(name) (only == NULL || strcmp(only, name) == 0)
     memcached_st *mc = memcached_create(NULL);
     memcached_server_add(mc, "127.0.0.1", (in_port_t)port);
     memcached_behavior_set(mc, MEMCACHED_BEHAVIOR_TCP_NODELAY, 1);
@@ -36,39 +38,46 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
+    double start;
     // get, 1 in flight
-    double start = now();
-    for (long i = 0; i < ops; i++) {
-        size_t length; uint32_t flags; memcached_return_t rc;
-        char *got = memcached_get(mc, keys[i % KEYS], lengths[i % KEYS], &length, &flags, &rc);
-        if (!got || length != sizeof value) { fprintf(stderr, "get failed\n"); return 1; }
-        free(got);
+    if (RUNS("get1")) {
+        start = now();
+        for (long i = 0; i < ops; i++) {
+            size_t length; uint32_t flags; memcached_return_t rc;
+            char *got = memcached_get(mc, keys[i % KEYS], lengths[i % KEYS], &length, &flags, &rc);
+            if (!got || length != sizeof value) { fprintf(stderr, "get failed\n"); return 1; }
+            free(got);
+        }
+        printf("libmemcached\tget\t1\t%.0f\n", ops / (now() - start));
     }
-    printf("libmemcached\tget\t1\t%.0f\n", ops / (now() - start));
     // get, 32 keys per multi-get
-    start = now();
-    long fetched = 0;
-    for (long i = 0; i < ops; i += 32) {
-        const char *batch[32]; size_t batchLengths[32];
-        for (int j = 0; j < 32; j++) { batch[j] = keys[(i + j) % KEYS]; batchLengths[j] = lengths[(i + j) % KEYS]; }
-        if (memcached_mget(mc, batch, batchLengths, 32) != MEMCACHED_SUCCESS) { fprintf(stderr, "mget failed\n"); return 1; }
-        memcached_result_st *result;
-        memcached_return_t rc;
-        while ((result = memcached_fetch_result(mc, NULL, &rc)) != NULL) {
-            fetched++;
-            memcached_result_free(result);
+    if (RUNS("mget")) {
+        start = now();
+        long fetched = 0;
+        for (long i = 0; i < ops; i += 32) {
+            const char *batch[32]; size_t batchLengths[32];
+            for (int j = 0; j < 32; j++) { batch[j] = keys[(i + j) % KEYS]; batchLengths[j] = lengths[(i + j) % KEYS]; }
+            if (memcached_mget(mc, batch, batchLengths, 32) != MEMCACHED_SUCCESS) { fprintf(stderr, "mget failed\n"); return 1; }
+            memcached_result_st *result;
+            memcached_return_t rc;
+            while ((result = memcached_fetch_result(mc, NULL, &rc)) != NULL) {
+                fetched++;
+                memcached_result_free(result);
+            }
         }
+        if (fetched < ops) { fprintf(stderr, "mget fetched %ld of %ld\n", fetched, ops); return 1; }
+        printf("libmemcached\tget\t32\t%.0f\n", fetched / (now() - start));
     }
-    if (fetched < ops) { fprintf(stderr, "mget fetched %ld of %ld\n", fetched, ops); return 1; }
-    printf("libmemcached\tget\t32\t%.0f\n", fetched / (now() - start));
     // set, 1 in flight
-    start = now();
-    for (long i = 0; i < ops; i++) {
-        if (memcached_set(mc, keys[i % KEYS], lengths[i % KEYS], value, sizeof value, 0, 0) != MEMCACHED_SUCCESS) {
-            fprintf(stderr, "set failed\n"); return 1;
+    if (RUNS("set1")) {
+        start = now();
+        for (long i = 0; i < ops; i++) {
+            if (memcached_set(mc, keys[i % KEYS], lengths[i % KEYS], value, sizeof value, 0, 0) != MEMCACHED_SUCCESS) {
+                fprintf(stderr, "set failed\n"); return 1;
+            }
         }
+        printf("libmemcached\tset\t1\t%.0f\n", ops / (now() - start));
     }
-    printf("libmemcached\tset\t1\t%.0f\n", ops / (now() - start));
     memcached_free(mc);
     return 0;
 }
