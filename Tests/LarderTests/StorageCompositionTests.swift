@@ -261,6 +261,37 @@ struct StorageCompositionTests {
         #expect(afterEntries[.memory].hits + afterEntries[.memory].misses == 0)
     }
 
+    @Test func asyncValueReadsAnswerAndCountAsSynchronousOnesDo() async throws {
+        // Given memory over the disk alone, a value in each, and bytes on disk that do not decode
+        var configuration = Storage<String, String>.Configuration(directory: folder.url.appendingPathComponent("disk"))
+        configuration.now = clock.closure
+        configuration.logHandler = { _ in }
+        let storage = try Storage(configuration: configuration, transformer: .string)
+        let disk = try #require(storage.disk)
+        try storage.setValue("m", forKey: "m")
+        try disk.setValue(Data("d".utf8), forKey: "d", expiry: nil, metadata: nil, isCompressible: false)
+        try disk.setValue(Data([0xFF, 0xFE]), forKey: "bad", expiry: nil, metadata: nil, isCompressible: false)
+
+        // When they are read asynchronously: a memory hit, the disk alone (nothing to promote),
+        // the undecodable bytes, then through memory (a miss there, promoted from the disk)
+        #expect(try await storage.value(forKey: "m") == "m")
+        #expect(try await storage.value(forKey: "d", tiers: .disk) == "d")
+        #expect(storage.memory.entry(forKey: "d") == nil)
+        #expect(try await storage.value(forKey: "bad", tiers: .disk) == nil)
+        #expect(try await storage.value(forKey: "d") == "d")
+
+        // Then the bad bytes are gone, the last read promoted, and each read counted once
+        #expect(try disk.containsValue(forKey: "bad") == false)
+        #expect(storage.memory.entry(forKey: "d")?.value == "d")
+        let statistics = storage.statistics
+        #expect(statistics[.memory].hits == 1)
+        #expect(statistics[.memory].misses == 1)
+        #expect(statistics[.disk].hits == 2)
+        #expect(statistics[.disk].misses == 1)
+        #expect(statistics.misses == 1)
+        #expect(statistics.decodingFailures == 1)
+    }
+
     @Test func statisticsCountEachReadOnceAcrossThreeTiers() throws {
         let storage = try makeStorage()
         try storage.setValue("m", forKey: "m")

@@ -9,7 +9,19 @@ extension Storage where Value: Sendable {
     /// caller's executor; tiers that are not local (a remote cache) are reached only here.
     @inlinable
     public func value(forKey key: Key, tiers: StorageTiers? = nil) async throws -> Value? {
-        try await entry(forKey: key, tiers: tiers)?.value
+        // As the synchronous read: a memory hit builds no `Entry`, and below memory a read
+        // with nothing to promote asks its one local tier for the bytes alone.
+        if tiers?.includesMemory ?? defaultTiersIncludeMemory, let found = memoryValue(forKey: key) { return found }
+        return try await valueAfterMemoryMiss(forKey: key, tiers: tiers ?? configuration.defaultTiers)
+    }
+
+    /// The rest of an async value read; see ``entryAfterMemoryMiss(forKey:tiers:)``.
+    @usableFromInline
+    func valueAfterMemoryMiss(forKey key: Key, tiers: StorageTiers) async throws -> Value? {
+        if allTiersLocal {
+            return try await offload { try self.valueBelowMemory(forKey: key, tiers: tiers) }
+        }
+        return try await walkTiers(forKey: key, tiers: tiers)?.value
     }
 
     /// The value for `key` with the tier that answered and its expiration, or `nil` on a miss.
