@@ -268,7 +268,7 @@ struct StorageCompositionTests {
         configuration.logHandler = { _ in }
         let storage = try Storage(configuration: configuration, transformer: .string)
         let disk = try #require(storage.disk)
-        try storage.setValue("m", forKey: "m")
+        try await storage.setValue("m", forKey: "m")
         try disk.setValue(Data("d".utf8), forKey: "d", expiry: nil, metadata: nil, isCompressible: false)
         try disk.setValue(Data([0xFF, 0xFE]), forKey: "bad", expiry: nil, metadata: nil, isCompressible: false)
 
