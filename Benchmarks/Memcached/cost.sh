@@ -65,6 +65,7 @@ cases = [
     ("pymemcache get_many of 32", 32, ops_batch, ["python3", "pymemcache_runner.py", port, str(ops_batch), "get_many"], ["python3", "pymemcache_runner.py", port, "0", "none"]),
     ("Larder 32 concurrent gets", 32, ops_batch, [larder, port, str(ops_batch), f"store{T}get{T}32"], [larder, port, "0", "setup-only"]),
     ("Larder 32 concurrent gets, callers on the store's loop", 32, ops_batch, [larder, port, str(ops_batch), f"store-on-loop{T}get{T}32"], [larder, port, "0", "setup-only"]),
+    ("Larder 32 concurrent gets, callers spread over the store's loops", 32, ops_batch, [larder, port, str(ops_batch), f"store-on-loops{T}get{T}32"], [larder, port, "0", "setup-only"]),
     ("Larder quiet batch of 32", 32, ops_batch, [larder, port, str(ops_batch), f"store{T}get-batch"], [larder, port, "0", "setup-only"]),
     ("Larder quiet batch of 32, caller on the store's loop", 32, ops_batch, [larder, port, str(ops_batch), f"store-on-loop{T}get-batch"], [larder, port, "0", "setup-only"]),
 ]

@@ -6,6 +6,7 @@
 # and `Storage.values(forKeys:)`, one batch in flight at a time, as the baselines' multi-gets).
 # Larder is measured twice: callers on Swift's global executor (most callers), and callers that
 # prefer the store's event loop (`withTaskExecutorPreference(store.taskExecutor)`: no thread hop),
+# callers spread over every connection's loop (`store.taskExecutors`, the `store-on-loops` rows),
 # and the gets once more with swift-nio's event loops installed as Swift's global executor.
 #
 #   Benchmarks/Memcached/run.sh            OPS=100000 ROUNDS=3 (median of the rounds)
@@ -80,6 +81,8 @@ for label, a, b, goal in [
     ("Larder get at 1 in flight, caller on the store's loop, ≥ 0.8× libmemcached", ("larder-store-on-loop", "get", "1"), ("libmemcached", "get", "1"), 0.8),
     ("Larder get at 32 in flight, callers on the store's loop, ≥ 1× libmemcached multi-get", ("larder-store-on-loop", "get", "32"), ("libmemcached", "get", "32"), 1.0),
     ("Larder get at 32 in flight, callers on the store's loop, ≥ 2× pymemcache get_many", ("larder-store-on-loop", "get", "32"), ("pymemcache", "get", "32"), 2.0),
+    ("Larder get at 32 in flight, callers spread over the store's loops, ≥ 1× libmemcached multi-get", ("larder-store-on-loops", "get", "32"), ("libmemcached", "get", "32"), 1.0),
+    ("Larder get at 32 in flight, callers spread over the store's loops, ≥ 2× pymemcache get_many", ("larder-store-on-loops", "get", "32"), ("pymemcache", "get", "32"), 2.0),
     ("Larder get at 1 in flight, NIO as the global executor, ≥ 0.8× libmemcached", ("larder-nio-executor-store", "get", "1"), ("libmemcached", "get", "1"), 0.8),
     ("Larder get at 32 in flight, NIO as the global executor, ≥ 2× pymemcache get_many", ("larder-nio-executor-store", "get", "32"), ("pymemcache", "get", "32"), 2.0),
     ("Larder quiet batch of 32 (entries(forKeys:)) ≥ 1× libmemcached multi-get", ("larder-store", "get-batch", "32"), ("libmemcached", "get", "32"), 1.0),

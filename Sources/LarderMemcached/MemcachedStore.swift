@@ -177,6 +177,11 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
     /// ```
     public var taskExecutor: any TaskExecutor { pool.executor }
 
+    /// One executor per connection, each running tasks on that connection's event loop (the
+    /// first is ``taskExecutor``). Many concurrent callers spread over them use every loop, and
+    /// each caller's commands go out on its own loop's connection.
+    public var taskExecutors: [any TaskExecutor] { pool.executors }
+
     /// The store's counters.
     public var statistics: Statistics {
         var statistics = counters.snapshot()

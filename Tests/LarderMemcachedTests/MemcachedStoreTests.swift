@@ -4,6 +4,7 @@ import Larder
 @testable import LarderMemcached
 import LarderTestSupport
 import NIOCore
+import NIOPosix
 import Testing
 
 /// `MemcachedStore` against a real memcached started by each test.
@@ -261,6 +262,44 @@ struct MemcachedStoreTests {
             }
             #expect(store.statistics.errors == 0)
             await store.close()
+        }
+    }
+
+    @Test func callsFromTasksSpreadOverTheStoresExecutorsRunOnEachConnectionsLoop() async throws {
+        try await withChildProcesses { scope in
+            let server = try await MemcachedServer.start(in: scope)
+            // Given a store whose two connections live on two event loops of its own group
+            let loops = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+            let store = try Self.store(port: server.port) {
+                $0.connectionCount = 2
+                $0.eventLoopGroup = loops
+            }
+            let executors = try store.taskExecutors.map { try #require($0 as? EventLoopTaskExecutor) }
+            #expect(executors.count == 2)
+            #expect(executors[0] === store.taskExecutor as? EventLoopTaskExecutor)
+            #expect(executors[0].eventLoop !== executors[1].eventLoop)
+            // When 32 tasks spread over them set and read their own keys
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for task in 0..<32 {
+                    let executor = executors[task % 2]
+                    group.addTask(executorPreference: executor) {
+                        for step in 0..<40 {
+                            let key = "s\(task)-\(step % 4)"
+                            let value = Data("\(key)@\(step)".utf8)
+                            try await store.setValue(value, forKey: key, expiry: nil, metadata: nil, isCompressible: false)
+                            // Then each runs on its executor's loop
+                            #expect(executor.eventLoop.inEventLoop)
+                            // And every read returns the value this task just wrote, never another's
+                            #expect(try await store.entry(forKey: key)?.data == value)
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            #expect(store.statistics.errors == 0)
+            #expect(store.statistics.hits == 32 * 40)
+            await store.close()
+            try await loops.shutdownGracefully()
         }
     }
 }

@@ -56,15 +56,17 @@ final class ConnectionPool: Sendable {
     private let nextSlot = Atomic<Int>(0)
     private let isClosed = Atomic<Bool>(false)
     let counters = PoolCounters()
+    /// Run tasks on each connection's event loop, in the connections' order.
+    let executors: [EventLoopTaskExecutor]
     /// Runs tasks on the first connection's event loop.
-    let executor: EventLoopTaskExecutor
+    var executor: EventLoopTaskExecutor { executors[0] }
 
     init(settings: Settings, group: any EventLoopGroup) {
         self.settings = settings
         self.group = group
         slots = (0..<max(1, settings.connectionCount)).map { _ in Locked(SlotState(backoff: settings.reconnectBackoff.initial)) }
         slotLoops = slots.map { _ in group.next() }
-        executor = EventLoopTaskExecutor(slotLoops[0])
+        executors = slotLoops.map(EventLoopTaskExecutor.init)
     }
 
     /// Sends `command` on one of the connections and returns its reply (error replies included).

@@ -37,16 +37,18 @@ for key in keys {
 }
 
 /// Runs `ops` calls of `body` from `inFlight` concurrent tasks; `executor` is the tasks'
-/// executor preference (`nil`: Swift's global executor, as most callers are).
+/// executor preference (`nil`: Swift's global executor, as most callers are), or `executors`
+/// the preferences the tasks take in turn.
 func measure(
-    _ name: String, inFlight: Int, executor: (any TaskExecutor)? = nil, _ body: @escaping @Sendable (Int) async throws -> Void
+    _ name: String, inFlight: Int, executor: (any TaskExecutor)? = nil, executors: [any TaskExecutor] = [],
+    _ body: @escaping @Sendable (Int) async throws -> Void
 ) async throws {
     if let only, !"\(name)\t\(inFlight)".contains(only) { return }
     let clock = ContinuousClock()
     let elapsed = try await clock.measure {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for lane in 0..<inFlight {
-                group.addTask(executorPreference: executor) {
+                group.addTask(executorPreference: executors.isEmpty ? executor : executors[lane % executors.count]) {
                     for i in stride(from: lane, to: ops, by: inFlight) { try await body(i) }
                 }
             }
@@ -73,6 +75,12 @@ for inFlight in [1, 32] {
     }
     try await measure("storage-on-loop\tget", inFlight: inFlight, executor: store.taskExecutor) { i in
         guard try await storage.value(forKey: keys[i % 1_000], tiers: .remote)?.count == 100 else { fatalError("miss") }
+    }
+    // The same gets from tasks spread over every connection's loop (`store.taskExecutors`).
+    if inFlight > 1 {
+        try await measure("store-on-loops\tget", inFlight: inFlight, executors: store.taskExecutors) { i in
+            guard try await store.entry(forKey: keys[i % 1_000])?.data.count == 100 else { fatalError("miss") }
+        }
     }
     try await measure("store-on-loop\tset", inFlight: inFlight, executor: store.taskExecutor) { i in
         try await store.setValue(value, forKey: keys[i % 1_000], expiry: .never, metadata: nil, isCompressible: false)
