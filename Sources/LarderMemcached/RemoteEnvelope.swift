@@ -134,6 +134,8 @@ struct RemoteEnvelope: Equatable {
 /// memcached key of fixed length.
 struct RemoteKey {
     let namespace: String
+    /// The namespace's bytes, copied into every key.
+    private let prefix: [UInt8]
 
     /// Checks a namespace once: printable ASCII without spaces, at most 150 bytes.
     init(namespace: String) throws {
@@ -142,6 +144,7 @@ struct RemoteKey {
                 field: "namespace", value: namespace, reason: "must be at most 150 printable ASCII bytes without spaces")
         }
         self.namespace = namespace
+        prefix = Array(namespace.utf8)
     }
 
     func key(for cacheKey: String) -> [UInt8] {
@@ -151,17 +154,22 @@ struct RemoteKey {
     /// The memcached key of `cacheKey` and the 16-byte digest its envelope carries, from one
     /// SHA-256 of the key (hashed into a stack buffer: the key's bytes are the one allocation).
     func resolve(_ cacheKey: String) -> (key: [UInt8], digest: KeyDigest) {
-        let namespace = namespace
+        let prefix = prefix
         return Self.withSHA256(of: cacheKey) { sha in
-            var key = [UInt8]()
-            key.reserveCapacity(namespace.utf8.count + 2 * sha.count)
-            key.append(contentsOf: namespace.utf8)
-            let hexDigits: StaticString = "0123456789abcdef"
-            hexDigits.withUTF8Buffer { digits in
-                for byte in sha {
-                    key.append(digits[Int(byte >> 4)])
-                    key.append(digits[Int(byte & 0x0F)])
+            // Written in place (no per-byte append and its capacity checks): the namespace,
+            // then two hex digits per digest byte.
+            let key = [UInt8](unsafeUninitializedCapacity: prefix.count + 2 * sha.count) { buffer, count in
+                var index = prefix.count
+                _ = UnsafeMutableBufferPointer(rebasing: buffer[..<index]).initialize(from: prefix)
+                let hexDigits: StaticString = "0123456789abcdef"
+                hexDigits.withUTF8Buffer { digits in
+                    for byte in sha {
+                        buffer[index] = digits[Int(byte >> 4)]
+                        buffer[index + 1] = digits[Int(byte & 0x0F)]
+                        index += 2
+                    }
                 }
+                count = index
             }
             return (key, KeyDigest(UnsafeRawBufferPointer(sha)))
         }

@@ -104,7 +104,9 @@ public struct MetaCommandEncoder: MessageToByteEncoder, Sendable {
             put(verb.0)
             put(verb.1)
             put(UInt8(ascii: " "))
-            for byte in command.key { put(byte) }
+            // The key in one copy (checked above to fit the reserved line).
+            UnsafeMutableRawBufferPointer(rebasing: raw[index..<(index + command.key.count)]).copyBytes(from: command.key)
+            index += command.key.count
             if let value {
                 put(UInt8(ascii: " "))
                 putDecimal(UInt64(value.readableBytes))
