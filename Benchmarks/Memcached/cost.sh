@@ -16,23 +16,8 @@ cd "$(dirname "$0")"
 OPS_BATCH=${OPS_BATCH:-640000}
 OPS_SINGLE=${OPS_SINGLE:-40000}
 ROUNDS=${ROUNDS:-3}
-mkdir -p .build/compare results
-
-gcc -O2 -Wall -Wextra -o .build/compare/baseline_libmemcached baseline_libmemcached.c -lmemcached
-if [ -n "${LARDER_BIN:-}" ]; then
-    LARDER="$LARDER_BIN"
-else
-    swift build -c release --product LarderMemcachedBench >&2
-    LARDER="$(swift build -c release --show-bin-path)/LarderMemcachedBench"
-fi
-
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-user_args=()
-[ "$(id -u)" -eq 0 ] && user_args=(-u root)
-memcached -l 127.0.0.1 -p "$port" -U 0 -m 256 -t 2 "${user_args[@]}" &
-server=$!
-trap 'kill "$server" 2>/dev/null || true' EXIT
-for _ in $(seq 100); do python3 -c "import socket; socket.create_connection(('127.0.0.1', $port))" 2>/dev/null && break; sleep 0.05; done
+# shellcheck source=setup.sh
+source ./setup.sh
 
 python3 - "$port" "$server" "$OPS_BATCH" "$OPS_SINGLE" "$ROUNDS" "$LARDER" <<'PY' | tee results/memcached-cost.md
 import datetime, os, statistics, subprocess, sys
