@@ -30,13 +30,9 @@ struct AtomicOperationsTests {
         return try Storage(configuration: configuration, additionalTiers: additionalTiers, transformer: .string)
     }
 
-    /// Files under `directory/blobs`, recursively.
+    /// The paths of the files under `directory/blobs`, recursively.
     func blobFiles(_ directory: String) -> [String] {
-        let blobs = folder.url.appendingPathComponent(directory).appendingPathComponent("blobs").path
-        let shards = (try? FileManager.default.contentsOfDirectory(atPath: blobs)) ?? []
-        return shards.flatMap { shard in
-            (try? FileManager.default.contentsOfDirectory(atPath: blobs + "/" + shard)) ?? []
-        }
+        StoreChecks.blobFiles(in: folder.url.appendingPathComponent(directory))
     }
 
     /// Runs `body(i)` on `count` threads released together; returns the results in order.
@@ -168,8 +164,7 @@ struct AtomicOperationsTests {
         #expect(store.totalCount == 0)
 
         try store.setValue(Data(repeating: 9, count: 3_000), forKey: "damaged")
-        let file = try #require(blobFiles("disk").first)
-        let path = folder.url.appendingPathComponent("disk/blobs/\(file.prefix(2))/\(file)").path
+        let path = try #require(blobFiles("disk").first)
         var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
         bytes[100] ^= 0xFF
         try bytes.write(to: URL(fileURLWithPath: path))

@@ -141,6 +141,49 @@ struct DiskFormatUpgradeTests {
         #expect(!FileManager.default.fileExists(atPath: url.path))
     }
 
+    @Test func blobsOfTheOldShardLayoutAreReadRemovedAndSwept() throws {
+        // Given the fixture, whose blobs sit in shard directories (`blobs/ab/<digest>-<n>`)
+        let blobs = folder.url.appendingPathComponent("blobs")
+        let oldFiles = StoreChecks.blobFiles(in: folder.url)
+        #expect(oldFiles.count >= 3 && oldFiles.allSatisfy { $0.dropFirst(blobs.path.count + 1).contains("/") })
+        let store = try makeStore { $0.inlineThreshold = 1_024 }
+        #expect(try store.value(forKey: "file-raw") == Self.expected["file-raw"])
+        // When one is overwritten and another removed
+        try store.setValue(Self.bytes(50_000, seed: 9), forKey: "file-raw")
+        #expect(try store.removeValue(forKey: "file-gzip"))
+        // Then the new blob sits directly in blobs/, the old files are gone, and so are the
+        // shard directories they left empty
+        func files(of key: String, in paths: [String]) -> [String] {
+            let digest = KeyHashing.sha1.hexDigest(key)
+            return paths.filter { URL(fileURLWithPath: $0).lastPathComponent.hasPrefix(digest + "-") }
+        }
+        let remaining = StoreChecks.blobFiles(in: folder.url)
+        let replaced = files(of: "file-raw", in: oldFiles) + files(of: "file-gzip", in: oldFiles)
+        #expect(replaced.count == 2 && replaced.allSatisfy { !remaining.contains($0) }, "\(replaced)")
+        let newRaw = files(of: "file-raw", in: remaining)
+        #expect(newRaw.count == 1 && newRaw.allSatisfy { URL(fileURLWithPath: $0).deletingLastPathComponent().path == blobs.path })
+        #expect(files(of: "file-with-expiry", in: oldFiles).allSatisfy { remaining.contains($0) })
+        for gone in replaced {
+            let shard = URL(fileURLWithPath: gone).deletingLastPathComponent().path
+            let stillHoldsBlobs = remaining.contains { $0.hasPrefix(shard + "/") }
+            #expect(FileManager.default.fileExists(atPath: shard) == stillHoldsBlobs, "\(shard)")
+        }
+        #expect(try store.value(forKey: "file-raw") == Self.bytes(50_000, seed: 9))
+        #expect(try store.value(forKey: "file-with-expiry") == Self.expected["file-with-expiry"])
+        // And the sweep removes orphans in both layouts, and nothing a row names
+        let oldOrphan = blobs.appendingPathComponent("ab/ab12-34")
+        try FileManager.default.createDirectory(at: oldOrphan.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try Data("x".utf8).write(to: oldOrphan)
+        let newOrphan = blobs.appendingPathComponent("cd34-56")
+        try Data("y".utf8).write(to: newOrphan)
+        #expect(try store.removeOrphanedFiles(olderThan: -1) == 2)
+        #expect(!FileManager.default.fileExists(atPath: oldOrphan.path))
+        #expect(!FileManager.default.fileExists(atPath: newOrphan.path))
+        #expect(try store.value(forKey: "file-raw") == Self.bytes(50_000, seed: 9))
+        #expect(try store.value(forKey: "file-with-expiry") == Self.expected["file-with-expiry"])
+        #expect(try store.verify().isHealthy)
+    }
+
     @Test func oldRowMovedToAnotherKeyIsAMiss() throws {
         // Given an old row whose key column was changed: its CRC-32 covers only the value, so
         // the key digest in `hash` is what tells it apart

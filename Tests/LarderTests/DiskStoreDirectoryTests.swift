@@ -40,11 +40,9 @@ struct DiskStoreDirectoryTests {
         Thread.sleep(forTimeInterval: Double(DiskStore.directoryCheckInterval) / 1e9 + 0.02)
     }
 
-    /// Every blob file and shard directory under `blobs/`.
-    func blobEntries() -> [String] {
-        let blobs = directory.appendingPathComponent("blobs").path
-        let shards = (try? FileManager.default.contentsOfDirectory(atPath: blobs)) ?? []
-        return shards + shards.flatMap { (try? FileManager.default.contentsOfDirectory(atPath: blobs + "/" + $0)) ?? [] }
+    /// Every file and directory under `blobs/`.
+    func blobEntries(_ directory: URL? = nil) -> [(path: String, isDirectory: Bool, mode: Int)] {
+        StoreChecks.tree((directory ?? self.directory).appendingPathComponent("blobs"))
     }
 
     enum Operation: String, CaseIterable, CustomTestStringConvertible {
@@ -136,10 +134,10 @@ struct DiskStoreDirectoryTests {
         #expect(first.totalCount == 2)
     }
 
-    @Test func aCacheEmptiedByRemovalsLeavesNoShardDirectories() throws {
+    @Test func aCacheEmptiedByRemovalsLeavesAnEmptyBlobsDirectory() throws {
         let store = try makeStore()
         for index in 0..<200 { try store.setValue(Data(repeating: UInt8(index % 256), count: 2_000), forKey: "k\(index)") }
-        #expect(blobEntries().count > 200, "files and their shard directories")
+        #expect(blobEntries().count == 200 && blobEntries().allSatisfy { !$0.isDirectory }, "200 files, no directories")
         for index in 0..<100 { try store.removeValue(forKey: "k\(index)") }
         _ = try store.takeValue(forKey: "k100")
         try store.setValue(Data("inline".utf8), forKey: "k101")  // replaces a file by an inline row
@@ -150,8 +148,8 @@ struct DiskStoreDirectoryTests {
             $0.countLimit = 10; $0.inlineThreshold = 0; $0.logHandler = nil
         }
         for index in 0..<300 { try limited.setValue(Data(repeating: 1, count: 100), forKey: "k\(index)") }
-        let shards = try FileManager.default.contentsOfDirectory(
-            atPath: folder.url.appendingPathComponent("limited/blobs").path)
-        #expect(shards.count <= 10, "only the shards of the entries kept remain: \(shards.count)")
+        let kept = blobEntries(folder.url.appendingPathComponent("limited"))
+        #expect(kept.count <= 10 && kept.count == limited.totalCount && kept.allSatisfy { !$0.isDirectory },
+                "only the files of the entries kept remain: \(kept.count)")
     }
 }

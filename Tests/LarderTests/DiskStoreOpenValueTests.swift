@@ -69,21 +69,17 @@ struct DiskStoreOpenValueTests {
         let store = try makeStore { $0.inlineThreshold = 0 }
         try store.setValue(Self.bytes(50_000), forKey: "flipped")
         try store.setValue(Self.bytes(50_000, seed: 2), forKey: "soon", expiry: .seconds(5))
-        let blobs = folder.url.appendingPathComponent("store/blobs")
         let attributes = try #require(try store.attributes(forKey: "flipped"))
         #expect(!attributes.isInline)
         // Flip one byte at the end of every blob of "flipped" (the last one written first).
-        let shards = try FileManager.default.contentsOfDirectory(atPath: blobs.path)
         var flippedOne = false
-        for shard in shards {
-            for name in try FileManager.default.contentsOfDirectory(atPath: blobs.path + "/" + shard) {
-                let url = blobs.appendingPathComponent(shard).appendingPathComponent(name)
-                var data = try Data(contentsOf: url)
-                if data == Self.bytes(50_000) {
-                    data[49_999] ^= 1
-                    try data.write(to: url)
-                    flippedOne = true
-                }
+        for path in StoreChecks.blobFiles(in: folder.url.appendingPathComponent("store")) {
+            let url = URL(fileURLWithPath: path)
+            var data = try Data(contentsOf: url)
+            if data == Self.bytes(50_000) {
+                data[49_999] ^= 1
+                try data.write(to: url)
+                flippedOne = true
             }
         }
         try #require(flippedOne)

@@ -22,11 +22,7 @@ struct DiskStoreTests {
     }
 
     func blobFiles() -> [String] {
-        let blobs = folder.url.appendingPathComponent("blobs").path
-        let shards = (try? FileManager.default.contentsOfDirectory(atPath: blobs)) ?? []
-        return shards.flatMap { shard in
-            ((try? FileManager.default.contentsOfDirectory(atPath: blobs + "/" + shard)) ?? []).map { blobs + "/" + shard + "/" + $0 }
-        }
+        StoreChecks.blobFiles(in: folder.url)
     }
 
     static func bytes(_ count: Int, seed: UInt8 = 1) -> Data {
@@ -63,10 +59,10 @@ struct DiskStoreTests {
         #expect(entry.encoding == .gzip)
         #expect(entry.size < 1_000)
         #expect(entry.originalSize == 50_000)
-        // The blob is named after the key's digest, sharded by its first byte.
+        // The blob is named after the key's digest, directly in blobs/.
         let digest = hashing.hexDigest("greeting")
         let file = try #require(blobFiles().first)
-        #expect(file.contains("/blobs/\(digest.prefix(2))/\(digest)-"))
+        #expect(file.contains("/blobs/\(digest)-"))
     }
 
     @Test func incompressibleValueIsStoredRaw() throws {

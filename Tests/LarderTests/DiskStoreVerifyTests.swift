@@ -20,13 +20,13 @@ struct DiskStoreVerifyTests {
         return try DiskStore(directory: folder.url, configuration: configuration)
     }
 
-    /// The blob file of `key` (the store names files `blobs/ab/<sha1 of key>-<random>`).
+    /// The blob file of `key` (the store names files `blobs/<sha1 of key>-<random>`).
     func blobFile(forKey key: String) throws -> URL {
         let digest = KeyHashing.sha1.hexDigest(key)
-        let shard = folder.url.appendingPathComponent("blobs/\(digest.prefix(2))")
-        let name = try #require(try FileManager.default.contentsOfDirectory(atPath: shard.path)
+        let blobs = folder.url.appendingPathComponent("blobs")
+        let name = try #require(try FileManager.default.contentsOfDirectory(atPath: blobs.path)
             .first { $0.hasPrefix(digest + "-") })
-        return shard.appendingPathComponent(name)
+        return blobs.appendingPathComponent(name)
     }
 
     /// Runs an UPDATE on the index through a second connection, as another tool would.

@@ -36,13 +36,11 @@ struct StorageRefreshTests {
     func blobFiles(_ directory: String) throws -> [String: String] {
         let blobs = folder.url.appendingPathComponent(directory).appendingPathComponent("blobs").path
         var files: [String: String] = [:]
-        for shard in (try? FileManager.default.contentsOfDirectory(atPath: blobs)) ?? [] {
-            for name in try FileManager.default.contentsOfDirectory(atPath: blobs + "/" + shard) {
-                let attributes = try FileManager.default.attributesOfItem(atPath: blobs + "/" + shard + "/" + name)
-                let inode = try #require(attributes[.systemFileNumber] as? Int)
-                let modified = try #require(attributes[.modificationDate] as? Date)
-                files[name] = "inode \(inode), modified \(modified.timeIntervalSince1970)"
-            }
+        for path in StoreChecks.blobFiles(in: folder.url.appendingPathComponent(directory)) {
+            let attributes = try FileManager.default.attributesOfItem(atPath: path)
+            let inode = try #require(attributes[.systemFileNumber] as? Int)
+            let modified = try #require(attributes[.modificationDate] as? Date)
+            files[String(path.dropFirst(blobs.count + 1))] = "inode \(inode), modified \(modified.timeIntervalSince1970)"
         }
         return files
     }

@@ -85,14 +85,7 @@ struct LarderToolTests {
 
     /// Every regular file under `blobs/`.
     func blobFiles() -> Set<String> {
-        let blobs = cache.appendingPathComponent("blobs").path
-        var files = Set<String>()
-        for shard in (try? FileManager.default.contentsOfDirectory(atPath: blobs)) ?? [] {
-            for name in (try? FileManager.default.contentsOfDirectory(atPath: blobs + "/" + shard)) ?? [] {
-                files.insert(blobs + "/" + shard + "/" + name)
-            }
-        }
-        return files
+        Set(StoreChecks.blobFiles(in: cache))
     }
 
     /// Stores `data` under `key` and returns the blob file the write created.

@@ -7,10 +7,14 @@ import Musl
 import Darwin
 #endif
 
-/// The file side of the disk tier: `blobs/xx/<name>` and `tmp/`, written with plain POSIX calls.
+/// The file side of the disk tier: `blobs/<name>` and `tmp/`, written with plain POSIX calls.
 ///
 /// Every file and directory is created owner-only (0600 / 0700). A blob is first written to
 /// `tmp/`, then renamed into place, so a reader never sees a partial file under `blobs/`.
+///
+/// New blobs sit directly in `blobs/`. Stores written by earlier versions keep theirs in shard
+/// directories, `blobs/ab/<digest>-<n>`; those names stay valid, are read and removed as before,
+/// and a shard directory goes when its last blob does.
 struct BlobFiles: Sendable {
     let root: URL
     let blobsPath: String
@@ -24,19 +28,33 @@ struct BlobFiles: Sendable {
         self.durable = durable
     }
 
-    /// The relative name of a new blob for a key digest: `ab/<digest>-<random>`. Each write gets
-    /// a fresh name, so an overwrite never changes a file a reader may be holding.
+    /// The relative name of a new blob for a key digest: `<digest>-<random>`. Each write gets a
+    /// fresh name, so an overwrite never changes a file a reader may be holding.
+    ///
+    /// No shard directory: creating a directory costs as much as creating the file (each is a new
+    /// inode and a journal entry), so a store's first writes into 256 shards paid for two
+    /// creations each, and every removal tried to remove the shard. Linux file systems index
+    /// large directories (ext4's `dir_index`, XFS, btrfs), so one directory of many blobs costs a
+    /// lookup no more than a shard does.
     static func makeName(hash: String) -> String {
-        let shard = hash.prefix(2)
-        return "\(shard)/\(hash)-\(String(UInt64.random(in: 0 ... .max), radix: 16))"
+        "\(hash)-\(String(UInt64.random(in: 0 ... .max), radix: 16))"
+    }
+
+    /// The shard directory of a name in the layout of stores written by earlier versions
+    /// (`ab/<digest>-<n>`), or `nil` for a name directly in `blobs/`.
+    static func legacyShard(of name: String) -> Substring? {
+        let bytes = name.utf8
+        guard bytes.count > 3, bytes[bytes.index(bytes.startIndex, offsetBy: 2)] == UInt8(ascii: "/") else { return nil }
+        return name.prefix(2)
     }
 
     func path(of name: String) -> String { blobsPath + "/" + name }
 
-    /// Whether `name` has the shape ``makeName(hash:)`` gives: `xx/<hex digest>-<hex>`, the
-    /// shard being the digest's first two characters. Names come from the index, which a
-    /// damaged or hostile file can fill with anything ("../../home/…"); only names of this
-    /// shape are ever read or deleted, so no path outside `blobs/` is touched.
+    /// Whether `name` has the shape ``makeName(hash:)`` gives, `<hex digest>-<hex>`, or the one
+    /// of stores written by earlier versions, `xx/<hex digest>-<hex>` with `xx` the digest's
+    /// first two characters. Names come from the index, which a damaged or hostile file can fill
+    /// with anything ("../../home/…"); only names of these shapes are ever read or deleted, so
+    /// no path outside `blobs/` is touched.
     static func isValidName(_ name: String) -> Bool {
         // One pass over the bytes, no allocation: it runs on every read of a blob.
         var name = name
@@ -44,16 +62,21 @@ struct BlobFiles: Sendable {
             func isHex(_ byte: UInt8) -> Bool {
                 (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
             }
-            guard bytes.count >= 6, bytes.count <= 200, bytes[2] == UInt8(ascii: "/"),
-                  bytes[0] == bytes[3], bytes[1] == bytes[4], isHex(bytes[0]), isHex(bytes[1]) else { return false }
-            // After the shard: hex, one "-", hex. The first part is not empty (it starts with
-            // the shard's hex digits); the last byte must not be the dash.
+            guard bytes.count >= 3, bytes.count <= 200 else { return false }
+            var start = 0
+            if bytes[2] == UInt8(ascii: "/") {
+                // A shard of the old layout: it repeats the digest's first two characters.
+                guard bytes.count >= 6, bytes[0] == bytes[3], bytes[1] == bytes[4], isHex(bytes[0]), isHex(bytes[1])
+                else { return false }
+                start = 3
+            }
+            // Hex, one "-", hex: neither part empty.
             var dashes = 0
-            for byte in bytes[3...] where !isHex(byte) {
+            for byte in bytes[start...] where !isHex(byte) {
                 guard byte == UInt8(ascii: "-") else { return false }
                 dashes += 1
             }
-            return dashes == 1 && bytes[bytes.count - 1] != UInt8(ascii: "-")
+            return dashes == 1 && bytes[start] != UInt8(ascii: "-") && bytes[bytes.count - 1] != UInt8(ascii: "-")
         }
     }
 
@@ -90,10 +113,10 @@ struct BlobFiles: Sendable {
         }
     }
 
-    /// Writes `data` to a temporary file and renames it to `blobs/<name>`.
+    /// Writes `data` to a temporary file and renames it to `blobs/<name>`; `name` comes from
+    /// ``makeName(hash:)``.
     func write(_ data: Data, name: String) throws {
-        // `ab/<digest>-<n>` becomes `ab_<digest>-<n>` (names come from ``makeName(hash:)``).
-        let temporary = tmpPath + "/" + name.prefix(2) + "_" + name.dropFirst(3)
+        let temporary = tmpPath + "/" + name
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw Self.ioError("creating temporary file", temporary) }
         do {
@@ -113,28 +136,12 @@ struct BlobFiles: Sendable {
         }
 
         let destination = path(of: name)
-        // The shard directory may not exist yet, or a removal may have just removed it as
-        // empty: create it and try again.
-        var attempt = 0
-        while rename(temporary, destination) != 0 {
+        guard rename(temporary, destination) == 0 else {
             let failure = errno
-            attempt += 1
-            guard failure == ENOENT, attempt < 4 else {
-                unlink(temporary)
-                throw Self.ioError("moving blob into place", destination, code: failure)
-            }
-            let shard = blobsPath + "/" + String(name.prefix(2))
-            do {
-                try Self.makeDirectory(shard)
-                if durable { try Self.syncDirectory(blobsPath) }
-            } catch {
-                unlink(temporary)
-                throw error
-            }
+            unlink(temporary)
+            throw Self.ioError("moving blob into place", destination, code: failure)
         }
-        if durable {
-            try Self.syncDirectory(blobsPath + "/" + String(name.prefix(2)))
-        }
+        if durable { try Self.syncDirectory(blobsPath) }
     }
 
     /// Reads `blobs/<name>`, or returns `nil` when the file is missing or is not a regular file
@@ -176,14 +183,13 @@ struct BlobFiles: Sendable {
     }
 
     /// Removes `blobs/<name>`; a missing file is not an error, a name not of the shape
-    /// ``isValidName(_:)`` accepts is ignored.
-    /// Removes the blob `name`, and its shard directory when that leaves it empty, so a cache
-    /// emptied by removals leaves its directory as it started.
+    /// ``isValidName(_:)`` accepts is ignored. A blob of the old layout takes its shard directory
+    /// with it when it was the last one there.
     func remove(name: String) {
         guard Self.isValidName(name) else { return }
         guard unlink(path(of: name)) == 0 else { return }
         // Fails (ENOTEMPTY) while the shard holds other blobs: one cheap call.
-        rmdir(blobsPath + "/" + String(name.prefix(2)))
+        if let shard = Self.legacyShard(of: name) { rmdir(blobsPath + "/" + shard) }
     }
 
     static func syncDirectory(_ path: String) throws {

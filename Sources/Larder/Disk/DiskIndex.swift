@@ -372,7 +372,8 @@ final class DiskIndex {
         """
 
     /// What a row costs on disk, as `sizeLimit` counts it (schema 3's `totals.charge`): a value
-    /// in a blob file takes whole 4 KiB blocks, plus a block for its shard directory; bytes in
+    /// in a blob file takes whole 4 KiB blocks, plus a block for its directory entry (a shard
+    /// directory in the layout of earlier versions; room to spare in a flat `blobs/`); bytes in
     /// the index (an inline value, the key, the metadata) count twice, for the key index, the
     /// row's own overhead and pages that B-tree splits and deletions leave part empty; plus a
     /// fixed cost per row (columns, the access row, the file name).

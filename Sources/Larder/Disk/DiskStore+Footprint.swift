@@ -14,7 +14,8 @@ extension DiskStore {
     public static let footprintSlack = 256 << 10
 
     /// The bytes the directory takes on disk now: the index, its write-ahead log and
-    /// shared-memory files as allocated, each blob file's blocks and each directory's block.
+    /// shared-memory files as allocated, each blob file's blocks, and the directories' blocks
+    /// (with the shard directories of blobs written by earlier versions).
     ///
     /// `sizeLimit` bounds this, within ``footprintSlack``: the store charges each entry what it
     /// costs on disk (an inline value about twice its bytes, a blob file its whole blocks), scales
@@ -31,7 +32,8 @@ extension DiskStore {
             }
             total += try withReader { reader in
                 try reader.connection.statement("""
-                    SELECT coalesce(sum((size + 4095) / 4096 * 4096), 0), count(DISTINCT substr(file, 1, 2))
+                    SELECT coalesce(sum((size + 4095) / 4096 * 4096), 0),
+                        count(DISTINCT CASE WHEN substr(file, 3, 1) = '/' THEN substr(file, 1, 2) END)
                     FROM entries WHERE file IS NOT NULL
                     """).withReset { statement -> Int in
                     guard try statement.step() else { return 0 }

@@ -22,14 +22,20 @@ extension DiskStore {
             if isOld(path), (try? manager.removeItem(atPath: path)) != nil { removed += 1 }
         }
         let referenced = try withReader { try $0.allFiles() }
-        for shard in (try? manager.contentsOfDirectory(atPath: files.blobsPath)) ?? [] {
-            let shardPath = files.blobsPath + "/" + shard
-            for name in (try? manager.contentsOfDirectory(atPath: shardPath)) ?? [] {
-                let relative = shard + "/" + name
-                if !referenced.contains(relative), isOld(shardPath + "/" + name),
-                   (try? manager.removeItem(atPath: shardPath + "/" + name)) != nil {
-                    removed += 1
-                }
+        func removeIfOrphaned(_ relative: String) {
+            let path = files.path(of: relative)
+            if !referenced.contains(relative), isOld(path), (try? manager.removeItem(atPath: path)) != nil { removed += 1 }
+        }
+        for name in (try? manager.contentsOfDirectory(atPath: files.blobsPath)) ?? [] {
+            // Not followed through symbolic links: a link is an orphan like any file.
+            let type = (try? manager.attributesOfItem(atPath: files.path(of: name)))?[.type] as? FileAttributeType
+            guard type == .typeDirectory else {
+                removeIfOrphaned(name)
+                continue
+            }
+            // A shard directory of the layout earlier versions wrote.
+            for inner in (try? manager.contentsOfDirectory(atPath: files.path(of: name))) ?? [] {
+                removeIfOrphaned(name + "/" + inner)
             }
         }
         let now = configuration.now().milliseconds

@@ -9,7 +9,7 @@ import Musl
 /// The durable tier: an SQLite index plus blob files in one directory.
 ///
 /// Values below ``Configuration/inlineThreshold`` live in their index row; larger ones in
-/// `blobs/xx/<digest>-<n>` files named after a digest of the key, so no key is ever used as a
+/// `blobs/<digest>-<n>` files named after a digest of the key, so no key is ever used as a
 /// path. Every value carries a CRC-32C of its key and stored bytes (hardware-computed where the
 /// CPU can); a read that finds damaged or missing bytes returns `nil` and drops the entry, so
 /// corrupt bytes are never returned.
@@ -39,7 +39,8 @@ import Musl
 /// that entered longest ago goes first), and the counters are ignored until S3-FIFO is chosen
 /// again. Stores with different policies may share a directory: each evicts by its own.
 ///
-/// Directory layout: `index.sqlite` (WAL mode), `blobs/ab/…`, `tmp/` for in-flight writes.
+/// Directory layout: `index.sqlite` (WAL mode), `blobs/<digest>-<n>` (earlier versions wrote
+/// `blobs/ab/<digest>-<n>`, still read), `tmp/` for in-flight writes.
 /// Several stores — threads or processes — may open the same directory; SQLite's locking keeps
 /// them consistent, and totals live in the index so every store sees the same numbers.
 ///

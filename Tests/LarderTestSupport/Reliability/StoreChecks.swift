@@ -62,4 +62,10 @@ public enum StoreChecks {
         walk(root.path)
         return result
     }
+
+    /// The paths of the blob files of the store in `directory`, in either layout (directly in
+    /// `blobs/`, or in the shard directories of earlier versions).
+    public static func blobFiles(in directory: URL) -> [String] {
+        tree(directory.appendingPathComponent("blobs")).filter { !$0.isDirectory }.map(\.path)
+    }
 }

@@ -74,16 +74,24 @@ struct ReliabilityHostileInputTests {
         }
     }
 
-    /// Only names of the store's own shape (`xx/xx<hex>-<hex>`) are ever opened or deleted.
+    /// Only names of the store's own shapes (`<hex>-<hex>`, and `xx/xx<hex>-<hex>` from earlier
+    /// versions) are ever opened or deleted.
     @Test func blobNamesOfAnyOtherShapeAreRefused() {
         let digest = String(repeating: "0123456789abcdef", count: 2) + "01234567"
-        for name in ["ab/ab-f", "ab/ab12-ff", "0f/0f\(digest)-1a2b3c4d5e6f7788", BlobFiles.makeName(hash: digest)] {
+        let accepted = [
+            "ab/ab-f", "ab/ab12-ff", "0f/0f\(digest)-1a2b3c4d5e6f7788", "a-f", "ab12-ff", "\(digest)-1a2b3c4d5e6f7788",
+            BlobFiles.makeName(hash: digest),
+        ]
+        for name in accepted {
             #expect(BlobFiles.isValidName(name), "\(name)")
         }
+        #expect(!BlobFiles.makeName(hash: digest).contains("/"), "new blobs sit directly in blobs/")
         let refused = [
             "", "ab/ab", "ab/ab12", "ab/ab12-", "ab/ab-12-3", "ab/ab12--3", "ab/ab1-2-", "ab/cd12-ff", "ab/ab12-f/",
             "AB/AB12-ff", "ab/ab12-FF", "ab\\ab12-ff", "../../victim", "ab/../../victim-1", "ab/ab12-f\u{0}",
             "ab/abé-1", "ab/ab12 -1", "/b/ab12-1", "ab/ab" + String(repeating: "0", count: 196) + "-1",
+            "-", "-1", "ab12-", "ab12", "ab-12-3", "ab12--3", "ab12-ff/", "ab12-ff/x", "AB12-ff", "ab12-FF", "../ab-1",
+            "./ab-1", "ab12-f\u{0}", "abé-1", "ab12 -1", "/ab12-1", String(repeating: "0", count: 199) + "-1",
         ]
         for name in refused {
             #expect(!BlobFiles.isValidName(name), "\(name)")
