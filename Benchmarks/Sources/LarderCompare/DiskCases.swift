@@ -68,6 +68,7 @@ func runDiskCases(_ arguments: Arguments, root: URL) throws {
             // Earlier cases' dirty pages (up to 150 MB) are written back before, not during, the
             // timed writes: otherwise whoever runs second pays for whoever ran first.
             sync()
+            warmPageCache(in: root, bytes: n * bytes)
             let seconds = try measure {
                 for i in 0..<n { try store.set(values[i], forKey: keys[i]) }
             }
@@ -282,4 +283,25 @@ func runMixedCases(_ arguments: Arguments, root: URL) throws {
     report(label, "writes", ops: rounds, seconds: writeSeconds)
     contender.close()
     try? FileManager.default.removeItem(at: directory)
+}
+
+/// Writes `bytes` (at most 512 MiB) to a scratch file in `directory` and deletes it, as
+/// baseline.c's `warm_page_cache` does before each timed run of writes: on this project's VMs the
+/// host backs guest memory lazily and takes freed memory back after a few seconds, so without
+/// it whichever contender's writes land on memory the host must back again runs up to ten times
+/// slower (Benchmarks/README.md, finding 13).
+func warmPageCache(in directory: URL, bytes: Int) {
+    let path = directory.appendingPathComponent("warm-up").path
+    let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    guard descriptor >= 0 else { fail("cannot create \(path)") }
+    let chunk = [UInt8](repeating: 0, count: 1 << 20)
+    var done = 0
+    while done < min(bytes, 512 << 20) {
+        guard chunk.withUnsafeBytes({ write(descriptor, $0.baseAddress, $0.count) }) == chunk.count else {
+            fail("cannot write \(path)")
+        }
+        done += chunk.count
+    }
+    close(descriptor)
+    unlink(path)
 }
