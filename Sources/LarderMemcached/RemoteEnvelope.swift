@@ -133,7 +133,6 @@ struct RemoteEnvelope: Equatable {
 /// UTF-8 (64 characters), so any key (10 KB, spaces, newlines, NUL, emoji) becomes a valid
 /// memcached key of fixed length.
 struct RemoteKey {
-    let namespace: String
     /// The namespace's bytes, copied into every key.
     private let prefix: [UInt8]
 
@@ -143,7 +142,6 @@ struct RemoteKey {
             throw StorageError.invalidConfiguration(
                 field: "namespace", value: namespace, reason: "must be at most 150 printable ASCII bytes without spaces")
         }
-        self.namespace = namespace
         prefix = Array(namespace.utf8)
     }
 

@@ -13,29 +13,32 @@ extension DiskStore {
         let cutoff = Date().addingTimeInterval(-gracePeriod)
         let manager = FileManager.default
         var removed = 0
-        func isOld(_ path: String) -> Bool {
-            guard let date = (try? manager.attributesOfItem(atPath: path))?[.modificationDate] as? Date else { return false }
+        func attributes(_ path: String) -> [FileAttributeKey: Any]? { try? manager.attributesOfItem(atPath: path) }
+        func isOld(_ attributes: [FileAttributeKey: Any]?) -> Bool {
+            guard let date = attributes?[.modificationDate] as? Date else { return false }
             return date < cutoff
+        }
+        func remove(_ path: String) {
+            if (try? manager.removeItem(atPath: path)) != nil { removed += 1 }
         }
         for name in (try? manager.contentsOfDirectory(atPath: files.tmpPath)) ?? [] {
             let path = files.tmpPath + "/" + name
-            if isOld(path), (try? manager.removeItem(atPath: path)) != nil { removed += 1 }
+            if isOld(attributes(path)) { remove(path) }
         }
         let referenced = try withReader { try $0.allFiles() }
-        func removeIfOrphaned(_ relative: String) {
-            let path = files.path(of: relative)
-            if !referenced.contains(relative), isOld(path), (try? manager.removeItem(atPath: path)) != nil { removed += 1 }
-        }
         for name in (try? manager.contentsOfDirectory(atPath: files.blobsPath)) ?? [] {
-            // Not followed through symbolic links: a link is an orphan like any file.
-            let type = (try? manager.attributesOfItem(atPath: files.path(of: name)))?[.type] as? FileAttributeType
-            guard type == .typeDirectory else {
-                removeIfOrphaned(name)
+            let path = files.path(of: name)
+            // One look at each entry, not followed through symbolic links: a link is an orphan
+            // like any file.
+            let found = attributes(path)
+            guard found?[.type] as? FileAttributeType == .typeDirectory else {
+                if !referenced.contains(name), isOld(found) { remove(path) }
                 continue
             }
             // A shard directory of the layout earlier versions wrote.
-            for inner in (try? manager.contentsOfDirectory(atPath: files.path(of: name))) ?? [] {
-                removeIfOrphaned(name + "/" + inner)
+            for inner in (try? manager.contentsOfDirectory(atPath: path)) ?? [] {
+                let innerPath = path + "/" + inner
+                if !referenced.contains(name + "/" + inner), isOld(attributes(innerPath)) { remove(innerPath) }
             }
         }
         let now = configuration.now().milliseconds
