@@ -170,4 +170,49 @@ struct DiskStoreLingeringReadTests {
         #expect(store.idleLingeringReaderCount == 0)
         #expect(try store.value(forKey: "k3")?.count == 300)
     }
+
+    @Test
+    func aThreadGetsBackTheReadConnectionItUsedLast() throws {
+        // Given a store whose pool holds two idle read connections, thread B's put back after
+        // thread A's (so B's is the one returned last)
+        let store = try makeStore()
+        defer { store.close() }
+        try store.setValue(Data("v".utf8), forKey: "k")
+        let aIn = DispatchSemaphore(value: 0), bIn = DispatchSemaphore(value: 0)
+        let aOut = DispatchSemaphore(value: 0), bOut = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
+        let used = Locked<[String: [ObjectIdentifier]]>([:])
+        let record: @Sendable (String, DiskIndexReader) -> Void = { thread, reader in
+            used.withLock { $0[thread, default: []].append(ObjectIdentifier(reader)) }
+        }
+        let a = Thread {
+            _ = try? store.withReader { reader in
+                record("a", reader)
+                aIn.signal()
+                bIn.wait()  // both connections checked out at once
+            }
+            aOut.signal()
+            bOut.wait()
+            // When thread A reads again, three times
+            for _ in 0..<3 { _ = try? store.withReader { record("a", $0) } }
+            done.signal()
+        }
+        let b = Thread {
+            aIn.wait()
+            _ = try? store.withReader { reader in
+                record("b", reader)
+                bIn.signal()
+                aOut.wait()
+            }
+            bOut.signal()
+        }
+        a.start()
+        b.start()
+        #expect(done.wait(timeout: .now() + 60) == .success)
+        // Then it gets the connection it used before each time, not the one returned last
+        let readers = used.withLock { $0 }
+        let first = try #require(readers["a"]?.first)
+        let other = try #require(readers["b"]?.first)
+        #expect(first != other)
+        #expect(readers["a"] == [first, first, first, first])
+    }
 }

@@ -166,8 +166,16 @@ private func runDiskPolicyCase(
 /// Reported as the case `disk.get-hit(<size>, 2 threads)`, contenders `larder` (both threads'
 /// ops/s together) and `1thread`.
 func runParallelReads(_ store: DiskStore, order: [String], bytes: Int, label: String) throws {
+    try runParallelReads([store, store], order: order, bytes: bytes, label: label)
+}
+
+/// ``runParallelReads(_:order:bytes:label:)`` where thread `i` reads `stores[i]` (one thread:
+/// `stores[0]`); with two different stores the case is `disk.get-hit(<size>, 2 threads, 2 stores)`.
+func runParallelReads(_ stores: [DiskStore], order: [String], bytes: Int, label: String) throws {
     let n = order.count
-    @Sendable func readAll(offset: Int) {
+    let separate = stores[0] !== stores[1]
+    let name = separate ? "\(label), 2 threads, 2 stores" : "\(label), 2 threads"
+    @Sendable func readAll(offset: Int, store: DiskStore) {
         for step in 0..<n {
             let key = order[(step + offset) % n]
             guard let value = try? store.value(forKey: key), value.count == bytes else { fail("parallel read of \(key)") }
@@ -177,17 +185,17 @@ func runParallelReads(_ store: DiskStore, order: [String], bytes: Int, label: St
     // Cores busy (process CPU time over wall time) in each phase: one reading thread already
     // keeps more than one core busy, because its reads are ranked on a background thread.
     var cpu = processCPUSeconds()
-    let one = measure { readAll(offset: 0) }
+    let one = measure { readAll(offset: 0, store: stores[0]) }
     let oneCPU = processCPUSeconds() - cpu
     cpu = processCPUSeconds()
     let two = measure {
-        DispatchQueue.concurrentPerform(iterations: 2) { thread in readAll(offset: thread * n / 2) }
+        DispatchQueue.concurrentPerform(iterations: 2) { thread in readAll(offset: thread * n / 2, store: stores[thread]) }
     }
     let twoCPU = processCPUSeconds() - cpu
-    report("disk.get-hit(\(label), 2 threads)", "1thread", ops: n, seconds: one)
-    report("disk.get-hit(\(label), 2 threads)", "larder", ops: 2 * n, seconds: two)
-    report("disk.get-hit(\(label), cores busy)", "1thread", value: oneCPU / one, unit: "cores")
-    report("disk.get-hit(\(label), cores busy)", "2threads", value: twoCPU / two, unit: "cores")
+    report("disk.get-hit(\(name))", "1thread", ops: n, seconds: one)
+    report("disk.get-hit(\(name))", "larder", ops: 2 * n, seconds: two)
+    report("disk.get-hit(\(name), cores busy)", "1thread", value: oneCPU / one, unit: "cores")
+    report("disk.get-hit(\(name), cores busy)", "2threads", value: twoCPU / two, unit: "cores")
 }
 
 /// Only the two-thread reads (`cases=threads`): for each of 100 B and 4 KiB, `n` values set and
@@ -204,6 +212,16 @@ func runParallelReadCases(_ arguments: Arguments, root: URL) throws {
         let order = (0..<n).map { keys[Workload.readIndex($0, n)] }
         for key in order where try contender.get(key) == nil { fail("threads: miss for \(key)") }
         try runParallelReads(contender.store, order: order, bytes: bytes, label: label)
+        // The same two threads, each reading a store of its own (a second copy of the keys in
+        // another directory): what two readers scale to when they share nothing in Larder.
+        let otherDirectory = root.appendingPathComponent("threads-\(label)-other")
+        try? FileManager.default.removeItem(at: otherDirectory)
+        let other = try DiskStoreContender(directory: otherDirectory)
+        for i in 0..<n { try other.set(Workload.value(base: base, index: i), forKey: keys[i]) }
+        for key in order where try other.get(key) == nil { fail("threads: miss for \(key)") }
+        try runParallelReads([contender.store, other.store], order: order, bytes: bytes, label: label)
+        other.close()
+        try? FileManager.default.removeItem(at: otherDirectory)
         contender.close()
         try? FileManager.default.removeItem(at: directory)
     }

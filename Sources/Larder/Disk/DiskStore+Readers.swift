@@ -8,10 +8,14 @@ final class PooledReader: @unchecked Sendable {
     let reader: DiskIndexReader
     /// The pool generation it was opened in; a reader of an older one is never reused.
     let generation: Int
+    /// The thread that last checked it out (``DiskStore/ReaderPool/takeIdle(for:)``); read
+    /// and written under the pool's lock.
+    var lastThread: UInt
 
-    init(reader: DiskIndexReader, generation: Int) {
+    init(reader: DiskIndexReader, generation: Int, thread: UInt) {
         self.reader = reader
         self.generation = generation
+        self.lastThread = thread
     }
 }
 
@@ -49,13 +53,15 @@ extension DiskStore {
         try checkDirectoryIfDue()
         var attempt = 0
         while true {
+            let thread = currentThreadIdentity()
             let (idle, generation, isClosed, mayLinger) = readers.withLock { pool in
-                (pool.idle.popLast(), pool.generation, pool.isClosed, pool.lingerPauses == 0)
+                (pool.takeIdle(for: thread), pool.generation, pool.isClosed, pool.lingerPauses == 0)
             }
             guard !isClosed else { throw StorageError.closed }
             do {
                 let pooled = try idle ?? PooledReader(
-                    reader: DiskIndexReader(path: indexPath, busyTimeout: configuration.busyTimeout), generation: generation)
+                    reader: DiskIndexReader(path: indexPath, busyTimeout: configuration.busyTimeout), generation: generation,
+                    thread: thread)
                 pooled.reader.startRead(lingering: mayLinger, now: CoarseClock.now())
                 let result: T
                 let record: ReadRecord
@@ -409,7 +415,29 @@ enum LingerFollowUp {
     case endThenReturn
 }
 
+/// The calling thread, as a number (``DiskStore/ReaderPool/takeIdle(for:)``).
+func currentThreadIdentity() -> UInt {
+    #if canImport(Darwin)
+    UInt(bitPattern: pthread_self())
+    #else
+    UInt(pthread_self())
+    #endif
+}
+
 extension DiskStore.ReaderPool {
+    /// An idle reader for `thread`: the one it used last if that one is idle, else the one
+    /// returned last. A connection that stays with one thread frees the pages it cached on the
+    /// thread that allocated them, and SQLite frees its whole cache after every commit that
+    /// the connection sees: moved between threads, those frees wait on the other thread's
+    /// allocator lock.
+    mutating func takeIdle(for thread: UInt) -> PooledReader? {
+        var position = idle.count - 1
+        while position >= 0, idle[position].lastThread != thread { position -= 1 }
+        let pooled = position >= 0 ? idle.remove(at: position) : idle.popLast()
+        pooled?.lastThread = thread
+        return pooled
+    }
+
     /// Puts `pooled` back unless the pool moved on or is full (a reader not kept closes when
     /// the caller releases it, outside the lock), or asks for its snapshot to end first.
     mutating func checkIn(_ pooled: PooledReader) -> LingerFollowUp {
