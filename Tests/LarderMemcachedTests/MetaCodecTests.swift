@@ -138,9 +138,11 @@ struct MetaCodecTests {
     }
 
     private func result(_ future: EventLoopFuture<MetaResponse>) -> Result<MetaResponse, any Error>? {
-        var outcome: Result<MetaResponse, any Error>?
-        future.whenComplete { outcome = $0 }
-        return outcome
+        // An embedded loop runs the callback at once, on this thread.
+        final class Outcome: @unchecked Sendable { var value: Result<MetaResponse, any Error>? }
+        let outcome = Outcome()
+        future.whenComplete { outcome.value = $0 }
+        return outcome.value
     }
 
     @Test func theHandlerMatchesRepliesSplitAtEveryByteBoundary() throws {

@@ -213,7 +213,7 @@ struct AtomicOperationsTests {
                     try CrashHelper.start(in: scope, ["atomic", directory.path, operation, "p\(index)", "\(keys)"])
                 }
                 try await Task.sleep(for: .milliseconds(200))
-                FileManager.default.createFile(atPath: directory.appendingPathComponent("go").path, contents: nil)
+                #expect(FileManager.default.createFile(atPath: directory.appendingPathComponent("go").path, contents: nil))
                 var output: [String: [String]] = [:]
                 for (index, child) in children.enumerated() {
                     await child.waitForOutput()

@@ -1,6 +1,6 @@
 import Dispatch
 import Synchronization
-public import Foundation
+internal import Foundation
 
 extension Storage where Value: Sendable {
     /// The value for `key` from the first tier that holds it, or `nil` on a miss.

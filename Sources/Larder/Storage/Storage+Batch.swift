@@ -1,4 +1,4 @@
-public import Foundation
+internal import Foundation
 import Synchronization
 
 /// A ``SharedCacheTier`` that reads many keys in one round trip (memcached's quiet `mg`

@@ -1,4 +1,4 @@
-public import Foundation
+internal import Foundation
 import Synchronization
 
 extension Storage where Value: Sendable {

@@ -1,5 +1,5 @@
 public import Foundation
-public import Synchronization
+internal import Synchronization
 
 /// A cache of decoded values in memory over an ordered list of byte tiers.
 ///

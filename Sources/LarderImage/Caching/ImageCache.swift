@@ -1,7 +1,6 @@
 public import Foundation
 public import Larder
 import Dispatch
-import Larder
 
 /// A cache of encoded image bytes with their metadata, in memory and optionally on disk, that
 /// loads what it lacks exactly once.
