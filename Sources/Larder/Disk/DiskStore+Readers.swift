@@ -10,7 +10,7 @@ final class PooledReader: @unchecked Sendable {
     let generation: Int
     /// The thread that last checked it out (``DiskStore/ReaderPool/takeIdle(for:)``); read
     /// and written under the pool's lock.
-    var lastThread: UInt
+    @exclusivity(unchecked) var lastThread: UInt
 
     init(reader: DiskIndexReader, generation: Int, thread: UInt) {
         self.reader = reader
@@ -433,7 +433,8 @@ extension DiskStore.ReaderPool {
     mutating func takeIdle(for thread: UInt) -> PooledReader? {
         var position = idle.count - 1
         while position >= 0, idle[position].lastThread != thread { position -= 1 }
-        let pooled = position >= 0 ? idle.remove(at: position) : idle.popLast()
+        // The usual case, one thread reading, finds its reader last: no elements move.
+        let pooled = position >= 0 && position < idle.count - 1 ? idle.remove(at: position) : idle.popLast()
         pooled?.lastThread = thread
         return pooled
     }
