@@ -203,27 +203,28 @@ func runParallelReads(_ stores: [DiskStore], order: [String], bytes: Int, label:
 func runParallelReadCases(_ arguments: Arguments, root: URL) throws {
     for (bytes, label, countKey) in Workload.sizes where bytes <= 4_096 {
         let n = arguments.int(countKey, default: 1000)
-        let directory = root.appendingPathComponent("threads-\(label)")
-        try? FileManager.default.removeItem(at: directory)
-        let contender = try DiskStoreContender(directory: directory)
         let base = Workload.randomBytes(bytes)
         let keys = (0..<n).map { Workload.key("k", label, $0) }
-        for i in 0..<n { try contender.set(Workload.value(base: base, index: i), forKey: keys[i]) }
         let order = (0..<n).map { keys[Workload.readIndex($0, n)] }
-        for key in order where try contender.get(key) == nil { fail("threads: miss for \(key)") }
-        try runParallelReads(contender.store, order: order, bytes: bytes, label: label)
+        /// A store in `root/name` holding the `n` values, each read once.
+        func filledStore(_ name: String) throws -> (contender: DiskStoreContender, directory: URL) {
+            let directory = root.appendingPathComponent(name)
+            try? FileManager.default.removeItem(at: directory)
+            let contender = try DiskStoreContender(directory: directory)
+            for i in 0..<n { try contender.set(Workload.value(base: base, index: i), forKey: keys[i]) }
+            for key in order where try contender.get(key) == nil { fail("threads: miss for \(key)") }
+            return (contender, directory)
+        }
+        let first = try filledStore("threads-\(label)")
+        try runParallelReads(first.contender.store, order: order, bytes: bytes, label: label)
         // The same two threads, each reading a store of its own (a second copy of the keys in
         // another directory): what two readers scale to when they share nothing in Larder.
-        let otherDirectory = root.appendingPathComponent("threads-\(label)-other")
-        try? FileManager.default.removeItem(at: otherDirectory)
-        let other = try DiskStoreContender(directory: otherDirectory)
-        for i in 0..<n { try other.set(Workload.value(base: base, index: i), forKey: keys[i]) }
-        for key in order where try other.get(key) == nil { fail("threads: miss for \(key)") }
-        try runParallelReads([contender.store, other.store], order: order, bytes: bytes, label: label)
-        other.close()
-        try? FileManager.default.removeItem(at: otherDirectory)
-        contender.close()
-        try? FileManager.default.removeItem(at: directory)
+        let second = try filledStore("threads-\(label)-other")
+        try runParallelReads([first.contender.store, second.contender.store], order: order, bytes: bytes, label: label)
+        for made in [second, first] {
+            made.contender.close()
+            try? FileManager.default.removeItem(at: made.directory)
+        }
     }
 }
 
