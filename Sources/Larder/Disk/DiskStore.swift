@@ -55,7 +55,7 @@ public final class DiskStore: Sendable {
 
     // Internal rather than private so the `DiskStore+…` files can reach them.
     let files: BlobFiles
-    /// The writer: the one read-write connection and what changes with it. An NSLock rather
+    /// The writer: the one read-write connection and what changes with it. A pthread mutex rather
     /// than `Mutex`, so ThreadSanitizer sees it (see ``Locked``).
     let state: Locked<State>
     /// Read-only connections, checked out one per read so reads on different threads do not
