@@ -311,6 +311,29 @@ struct StorageRemoteTests {
         }
     }
 
+    @Test func valuesForKeysOfTheRemoteAloneSkipsUndecodableBytesAndCopiesNothingLocally() async throws {
+        try await withChildProcesses { scope in
+            let server = try await MemcachedServer.start(in: scope)
+            let (b, storeB) = try Self.storage(port: server.port)
+            for key in ["one", "two", "three"] { try await b.setValue("value of \(key)", forKey: key, tiers: [.remote]) }
+            // Bytes that are not UTF-8, written under a key by a client that skipped the transformer.
+            try await storeB.setValue(Data([0xff, 0xfe, 0xfd]), forKey: "bad", expiry: nil, metadata: nil, isCompressible: false)
+            let before = b.statistics
+            let batchesBefore = storeB.statistics.batchReads
+            let found = try await b.values(forKeys: ["two", "bad", "absent", "one", "two", "three", "bad"], tiers: [.remote])
+            #expect(found == ["one": "value of one", "two": "value of two", "three": "value of three"])
+            #expect(storeB.statistics.batchReads - batchesBefore == 1, "every key asked once, in one batch")
+            let after = b.statistics
+            #expect(after.decodingFailures - before.decodingFailures == 1)
+            #expect(after.tiers[.remote]?.hits ?? 0 == (before.tiers[.remote]?.hits ?? 0) + 3)
+            // The undecodable bytes were removed from the remote; nothing was copied into memory.
+            #expect(try await storeB.entry(forKey: "bad") == nil)
+            #expect(try await b.entry(forKey: "one", tiers: [.memory]) == nil)
+            #expect(try await storeB.entry(forKey: "one") != nil)
+            await storeB.close()
+        }
+    }
+
     @Test func valuesForKeysTreatsADeadRemoteAsMisses() async throws {
         try await withChildProcesses { scope in
             let server = try await MemcachedServer.start(in: scope)

@@ -34,11 +34,8 @@ final class KeyTurns<Key: Hashable & Sendable>: Sendable {
         }
     }
 
-    /// What a reader saw before reading: the key's generation stripe and the epoch.
-    struct Token: Equatable {
-        var generation: UInt64
-        var epoch: UInt64
-    }
+    /// What a reader saw before reading (``KeyTurnToken``).
+    typealias Token = KeyTurnToken
 
     struct State {
         /// Keys whose turn is held, each with its waiters in arrival order.
@@ -204,4 +201,12 @@ final class KeyTurns<Key: Hashable & Sendable>: Sendable {
             sched_yield()
         }
     }
+}
+
+/// What a reader of ``KeyTurns`` saw before reading: the key's generation stripe and the epoch.
+/// Outside the generic class so that it has no generic parameter: code that is not specialized
+/// for a key type (a batch read in `Storage`) then needs no run-time metadata lookup for it.
+struct KeyTurnToken: Equatable {
+    var generation: UInt64
+    var epoch: UInt64
 }
