@@ -15,11 +15,13 @@ public import Darwin
 /// understands. `withLock` hands its result out as `sending`, so a non-`Sendable` value made
 /// inside the critical section can leave it safely.
 ///
-/// On glibc the mutex is adaptive (`PTHREAD_MUTEX_ADAPTIVE_NP`): a thread that finds it held
-/// spins briefly before it sleeps. Every critical section here is short (no I/O, no user code),
-/// so the holder is usually about to let go; a normal mutex (`NSLock`'s) put the waiter to sleep
-/// in the kernel at once, and two threads reading one `DiskStore` then slept and woke each other
-/// about once in 25 reads.
+/// By default the mutex is the one `NSLock` wraps, set up as `NSLock` sets it up (default
+/// attributes: a thread that finds it held sleeps at once), called directly rather than through
+/// the class. With `spinsBeforeSleeping` it is adaptive on glibc (`PTHREAD_MUTEX_ADAPTIVE_NP`):
+/// a thread that finds it held spins briefly first. That suits a lock many threads take for a
+/// moment on every operation (``DiskStore``'s pool of read connections, taken twice per read:
+/// two threads reading one store slept on it about once in 25 reads), never one held across
+/// I/O.
 ///
 /// The value lives in memory of its own, reached through a pointer, rather than in a stored
 /// `var`: a class's stored `var` costs a dynamic exclusivity check (`swift_beginAccess` and
@@ -30,12 +32,12 @@ package final class Locked<Value>: @unchecked Sendable {
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
     @usableFromInline let storage: UnsafeMutablePointer<Value>
 
-    package init(_ value: sending Value) {
+    package init(_ value: sending Value, spinsBeforeSleeping: Bool = false) {
         mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
         var attributes = pthread_mutexattr_t()
         pthread_mutexattr_init(&attributes)
         #if canImport(Glibc)
-        pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP))
+        if spinsBeforeSleeping { pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP)) }
         #endif
         // Fails only for invalid attributes or without memory: our bug, not the caller's input.
         let status = pthread_mutex_init(mutex, &attributes)

@@ -2,8 +2,8 @@ import Foundation
 import Testing
 @testable import Larder
 
-/// `Locked`, the package's one lock: mutual exclusion under contention, and a lock that a
-/// throwing body leaves released.
+/// `Locked`, the package's one lock (`NSLock`'s mutex, or the adaptive one that spins before it
+/// sleeps): mutual exclusion under contention, and a lock that a throwing body leaves released.
 @Suite(.timeLimit(.minutes(2)))
 struct LockedTests {
     /// What the critical section checks: whether another thread was inside it at the same time.
@@ -13,8 +13,9 @@ struct LockedTests {
         var overlaps = 0
     }
 
-    @Test func threadsContendingForTheLockNeverOverlapAndLoseNoUpdate() {
-        let locked = Locked(Section())
+    @Test(arguments: [false, true])
+    func threadsContendingForTheLockNeverOverlapAndLoseNoUpdate(spinsBeforeSleeping: Bool) {
+        let locked = Locked(Section(), spinsBeforeSleeping: spinsBeforeSleeping)
         let threads = 4
         let rounds = 50_000
         DispatchQueue.concurrentPerform(iterations: threads) { _ in
@@ -35,8 +36,9 @@ struct LockedTests {
 
     struct Refused: Error {}
 
-    @Test func aThrowingBodyLeavesTheLockReleasedAndItsChangesInPlace() throws {
-        let locked = Locked(0)
+    @Test(arguments: [false, true])
+    func aThrowingBodyLeavesTheLockReleasedAndItsChangesInPlace(spinsBeforeSleeping: Bool) throws {
+        let locked = Locked(0, spinsBeforeSleeping: spinsBeforeSleeping)
         #expect(throws: Refused.self) {
             try locked.withLock { value throws(Refused) in
                 value = 7

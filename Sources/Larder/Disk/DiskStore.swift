@@ -56,11 +56,13 @@ public final class DiskStore: Sendable {
     // Internal rather than private so the `DiskStore+…` files can reach them.
     let files: BlobFiles
     /// The writer: the one read-write connection and what changes with it. A pthread mutex rather
-    /// than `Mutex`, so ThreadSanitizer sees it (see ``Locked``).
+    /// than `Mutex`, so ThreadSanitizer sees it (see ``Locked``); held across SQLite's I/O, so
+    /// it does not spin.
     let state: Locked<State>
     /// Read-only connections, checked out one per read so reads on different threads do not
     /// wait for each other or for the writer, with the log of reads: a read takes this one
-    /// lock twice (check-out, then check-in with its hit or miss recorded), no other.
+    /// lock twice (check-out, then check-in with its hit or miss recorded), no other. It spins
+    /// before it sleeps (``Locked``): its holders never wait on anything.
     let readers: Locked<ReaderPool>
     /// `index.sqlite` in ``directory``.
     let indexPath: String
@@ -212,7 +214,7 @@ public final class DiskStore: Sendable {
         let identity = FileIdentity(path: indexPath)
         state = Locked(State(index: index, indexIdentity: identity))
         indexIdentityCopy = Locked(identity)
-        readers = Locked(ReaderPool())
+        readers = Locked(ReaderPool(), spinsBeforeSleeping: true)
         Self.openStores.withLock { $0[canonicalDirectory, default: 0] += 1 }
         if needsSweep {
             DispatchQueue.global(qos: .utility).async { [weak self] in

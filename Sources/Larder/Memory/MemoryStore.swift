@@ -10,7 +10,7 @@ public import Synchronization
 /// Entries that can expire are also kept in a heap by expiration (O(log k) for k of them), so
 /// that a write which overflows a limit removes the expired entries first, as ``DiskStore``
 /// does.
-/// All state sits behind one lock (`Locked`, a pthread mutex that ThreadSanitizer sees); the lock
+/// All state sits behind one lock (`Locked`: `NSLock`'s mutex, which ThreadSanitizer sees); the lock
 /// is held only for that bookkeeping, never while hashing the key, measuring a value's cost,
 /// reading the clock, or releasing evicted values.
 ///
