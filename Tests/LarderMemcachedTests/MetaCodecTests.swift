@@ -198,6 +198,57 @@ struct MetaCodecTests {
         #expect(channel.isActive)
     }
 
+    @Test func commandsQueuedWhileRepliesAreDueLeaveWithTheNextReadAndFailWithTheConnection() throws {
+        // Given a connection whose callers hand it commands through its queue
+        let channel = try pipeline()
+        let handler = try channel.pipeline.syncOperations.handler(type: MetaRequestHandler.self)
+        let connection = MetaConnection(channel: channel, handler: handler)
+        // (An embedded channel's caller is always on its loop: `onLoop` plays the other kind.)
+        func submit(_ key: String, onLoop: Bool = false) -> EventLoopFuture<MetaResponse> {
+            let promise = channel.eventLoop.makePromise(of: MetaResponse.self)
+            let command = PendingCommand(command: MetaCommand(.get, key: Array(key.utf8), flags: [.value]), promise: ReplySink(promise))
+            connection.submit(command, callerIsOnLoop: onLoop)
+            return promise.futureResult
+        }
+        func written() throws -> String? { try channel.readOutbound(as: ByteBuffer.self).map { String(buffer: $0) } }
+        // When nothing is due, the first caller schedules the write on the event loop
+        let a = submit("a")
+        #expect(try written() == nil, "not before the loop runs the drain")
+        channel.embeddedEventLoop.run()
+        #expect(try written() == "mg a v O1\r\n")
+        // While a's reply is due, later callers schedule nothing: their commands wait for the read
+        let b = submit("b")
+        let c = submit("c")
+        channel.embeddedEventLoop.run()
+        #expect(try written() == nil)
+        // And leave together, in one write, as soon as the read is done
+        try channel.writeInbound(ByteBuffer(string: "EN O1\r\n"))
+        #expect(try result(a)?.get().status == .miss)
+        #expect(try written() == "mg b v O2\r\nmg c v O3\r\n")
+        try channel.writeInbound(ByteBuffer(string: "VA 1 O2\r\nB\r\nEN O3\r\n"))
+        #expect(try result(b)?.get().value == ByteBuffer(string: "B"))
+        #expect(try result(c)?.get().status == .miss)
+        // With nothing due again, the next caller schedules its own write
+        let d = submit("d")
+        #expect(try written() == nil)
+        channel.embeddedEventLoop.run()
+        #expect(try written() == "mg d v O4\r\n")
+        // A caller on the loop itself schedules its write even while d's reply is due (no
+        // wake-up to save there), so it leaves once the loop runs, before the next read
+        let e = submit("e", onLoop: true)
+        channel.embeddedEventLoop.run()
+        #expect(try written() == "mg e v O5\r\n")
+        // And a command queued behind d and e fails with the connection, never left waiting
+        let f = submit("f")
+        channel.embeddedEventLoop.run()
+        #expect(try written() == nil)
+        try channel.close().wait()
+        #expect(throws: MemcachedError.self) { try result(d)?.get() }
+        #expect(throws: MemcachedError.self) { try result(e)?.get() }
+        #expect(throws: MemcachedError.self) { try result(f)?.get() }
+        #expect(try written() == nil, "nothing is written on a closed connection")
+    }
+
     @Test func writesBeforeAFlushShareOneBuffer() throws {
         let channel = try pipeline()
         let first = channel.eventLoop.makePromise(of: MetaResponse.self)

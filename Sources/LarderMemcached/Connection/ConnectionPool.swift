@@ -260,14 +260,20 @@ final class ConnectionPool: Sendable {
 /// One connection: its channel, its ``MetaRequestHandler`` (touched on the event loop only) and
 /// the queue through which callers on other threads hand it commands.
 ///
-/// A caller appends its command under a short lock; the first one to find the queue idle
-/// schedules one event-loop task that takes every queued command, encodes them into one buffer
-/// and flushes once. So 32 concurrent callers cost one hop and one `write` between them, not 32
-/// of each.
+/// A caller appends its command under a short lock. While replies are due on the connection,
+/// the event loop looks at the queue after its next burst of reads (the handler's
+/// `afterReads`) and sends everything queued in one write, so the caller wakes nobody. When
+/// nothing is due, the first caller to find the queue idle schedules one event-loop task that
+/// does the same. So 32 concurrent callers cost at most one hop and one `write` between them,
+/// not 32 of each. (memcached answers a connection's commands in order: a command sent with
+/// the next burst instead of at once has its reply no later than the replies ahead of it.)
 final class MetaConnection: Sendable {
     private struct Submissions {
         var commands: [PendingCommand] = []
         var isScheduled = false
+        /// Replies are due, so the event loop will look at the queue after a read: a caller
+        /// need not schedule anything.
+        var loopWillLook = false
         /// The array the last drain handed to the handler, emptied: swapped in at the next
         /// drain so that the queue keeps its capacity instead of allocating per drain.
         var spare: [PendingCommand] = []
@@ -276,49 +282,105 @@ final class MetaConnection: Sendable {
     let channel: any Channel
     private let handler: NIOLoopBound<MetaRequestHandler>
     private let queue = Locked(Submissions())
+    /// The last `loopWillLook` the loop set (kept on the loop, so that a read that changes
+    /// nothing takes no lock).
+    private let announced: NIOLoopBoundBox<Bool>
+    /// Set by a caller off the loop that queued a command for the next read to send.
+    private let deferred = Atomic<Bool>(false)
 
     /// Call on `channel`'s event loop.
     init(channel: any Channel, handler: MetaRequestHandler) {
         self.channel = channel
         self.handler = NIOLoopBound(handler, eventLoop: channel.eventLoop)
+        announced = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)
+        handler.afterReads = { [weak self] in self?.afterReads() }
     }
 
     func submit(_ command: PendingCommand) {
-        // Also from the event loop itself: the drain then runs after the tasks already queued
-        // there (the other callers its last replies resumed), so their commands share the write.
+        submit(command, callerIsOnLoop: channel.eventLoop.inEventLoop)
+    }
+
+    /// ``submit(_:)`` with the caller's place given (tests play both kinds of caller).
+    func submit(_ command: PendingCommand, callerIsOnLoop onLoop: Bool) {
         let schedule: Bool = queue.withLock { queue in
             queue.commands.append(command)
-            defer { queue.isScheduled = true }
-            return !queue.isScheduled
+            return mustSchedule(&queue, onLoop: onLoop)
         }
-        if schedule { channel.eventLoop.execute { self.drain() } }
+        if schedule { channel.eventLoop.execute { self.drain(scheduled: true) } }
     }
 
     func submit(_ commands: [PendingCommand]) {
+        let onLoop = channel.eventLoop.inEventLoop
         let schedule: Bool = queue.withLock { queue in
             queue.commands.append(contentsOf: commands)
-            defer { queue.isScheduled = true }
-            return !queue.isScheduled
+            return mustSchedule(&queue, onLoop: onLoop)
         }
-        if schedule { channel.eventLoop.execute { self.drain() } }
+        if schedule { channel.eventLoop.execute { self.drain(scheduled: true) } }
     }
 
-    /// On the event loop: sends everything queued so far in one write.
-    private func drain() {
+    /// Whether the caller that just queued a command must schedule a drain (marking it
+    /// scheduled): no drain is queued and no read is due to look at the queue. A caller on the
+    /// event loop itself schedules one anyway: it costs no wake-up there, and the drain runs
+    /// after the tasks already queued on the loop (the other callers its last replies
+    /// resumed), so their commands leave together at once instead of after the next read.
+    private func mustSchedule(_ queue: inout Submissions, onLoop: Bool) -> Bool {
+        if queue.isScheduled { return false }
+        if !onLoop, queue.loopWillLook {
+            deferred.store(true, ordering: .relaxed)
+            return false
+        }
+        queue.isScheduled = true
+        return true
+    }
+
+    /// On the event loop, after a burst of reads or at the connection's end: sends what callers
+    /// off the loop queued for it, and tells callers whether a read is still due. A read that
+    /// changes neither (the usual case when callers wait on the loop) takes no lock. (A caller
+    /// that sets `deferred` just after the check still has its command sent: a read is due, and
+    /// the next one sees the flag.)
+    private func afterReads() {
+        let awaiting = handler.value.isAwaitingReplies
+        if awaiting == announced.value, !deferred.load(ordering: .relaxed) { return }
+        drain(scheduled: false)
+    }
+
+    /// On the event loop: sends everything queued so far in one write (`scheduled`: run by the
+    /// task a caller scheduled, rather than after reads).
+    private func drain(scheduled: Bool) {
+        let handler = handler.value
+        let wasAwaiting = handler.isAwaitingReplies
         var commands: [PendingCommand] = queue.withLock { queue in
-            queue.isScheduled = false
+            if scheduled { queue.isScheduled = false }
             var taken: [PendingCommand] = []
+            guard !queue.commands.isEmpty, scheduled || !queue.isScheduled else {
+                // Nothing to send here (a scheduled drain will send what is queued): the
+                // handler stays as it is.
+                queue.loopWillLook = wasAwaiting
+                return taken
+            }
+            deferred.store(false, ordering: .relaxed)
             swap(&taken, &queue.spare)
             swap(&taken, &queue.commands)
             return taken
         }
-        handler.value.submit(commands)
-        // Hand the emptied array back (the handler kept no reference to it).
-        commands.removeAll(keepingCapacity: true)
-        guard commands.capacity <= 1_024 else { return }
-        queue.withLock { queue in
-            if queue.spare.capacity == 0 { swap(&queue.spare, &commands) }
+        guard !commands.isEmpty else {
+            announced.value = wasAwaiting
+            return
         }
+        handler.submit(commands)
+        // Handed back below (the handler kept no reference to the array).
+        commands.removeAll(keepingCapacity: true)
+        // Whether a read will come to look at the queue again; if not, commands queued while
+        // this drain ran (their callers counted on a read) get a scheduled drain.
+        let awaiting = handler.isAwaitingReplies
+        announced.value = awaiting
+        let schedule: Bool = queue.withLock { queue in
+            queue.loopWillLook = awaiting
+            if queue.spare.capacity == 0, commands.capacity <= 1_024 { swap(&queue.spare, &commands) }
+            guard !queue.commands.isEmpty else { return false }
+            return mustSchedule(&queue, onLoop: false)
+        }
+        if schedule { channel.eventLoop.execute { self.drain(scheduled: true) } }
     }
 }
 

@@ -99,6 +99,13 @@ final class MetaRequestHandler: ChannelDuplexHandler {
     private var partial: ByteBuffer?
     private let maxLineLength: Int
     private let maxValueLength: Int
+    /// Called on the event loop after each burst of reads and when the connection ends:
+    /// ``MetaConnection`` sends the commands callers queued meanwhile (or, at the end, has
+    /// them failed).
+    var afterReads: (() -> Void)?
+
+    /// Whether replies are still due: a read (or the connection's end) will follow.
+    var isAwaitingReplies: Bool { !isClosed && !pending.isEmpty }
 
     /// A handler that refuses reply lines longer than `maxLineLength` and values larger than
     /// `maxValueLength` (a protocol violation: everything pending fails, the connection closes).
@@ -291,6 +298,11 @@ final class MetaRequestHandler: ChannelDuplexHandler {
         failAll(context: context, MemcachedError(.protocolViolation, "a reply with opaque \(token.map(String.init) ?? "none") matches no pending command"))
     }
 
+    func channelReadComplete(context: ChannelHandlerContext) {
+        afterReads?()
+        context.fireChannelReadComplete()
+    }
+
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         failAll(context: context, error as? MemcachedError ?? MemcachedError(.connection, "\(error)"))
     }
@@ -302,6 +314,7 @@ final class MetaRequestHandler: ChannelDuplexHandler {
         while let head = pending.popFirst() { head.sink.fail(error) }
         outgoingPromise?.fail(error)
         outgoingPromise = nil
+        afterReads?()
         context.fireChannelInactive()
     }
 
