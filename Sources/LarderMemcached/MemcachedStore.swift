@@ -241,12 +241,13 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
         }
         var found: [String: TierEntry] = [:]
         found.reserveCapacity(keys.count)
-        for ((key, response), resolved) in zip(zip(keys, responses), resolved) {
-            switch response.status {
+        // By index: each reply is read where it lies (a reply holds two buffers to retain).
+        for index in keys.indices where index < responses.count {
+            switch responses[index].status {
             case .value:
-                if let entry = await accept(response, resolved: resolved) {
+                if let entry = await accept(responses[index], resolved: resolved[index]) {
                     counters.hits.add(1, ordering: .relaxed)
-                    found[key] = entry
+                    found[keys[index]] = entry
                 }
             case .miss:
                 counters.misses.add(1, ordering: .relaxed)

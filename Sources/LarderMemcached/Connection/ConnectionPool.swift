@@ -312,7 +312,13 @@ final class MetaConnection: Sendable {
     func submit(_ commands: [PendingCommand]) {
         let onLoop = channel.eventLoop.inEventLoop
         let schedule: Bool = queue.withLock { queue in
-            queue.commands.append(contentsOf: commands)
+            // A batch usually finds the queue empty: it takes the batch's array as it is
+            // (one reference) rather than a copy of each command.
+            if queue.commands.isEmpty {
+                queue.commands = commands
+            } else {
+                queue.commands.append(contentsOf: commands)
+            }
             return mustSchedule(&queue, onLoop: onLoop)
         }
         if schedule { channel.eventLoop.execute { self.drain(scheduled: true) } }
@@ -422,7 +428,11 @@ final class BatchCollector: Sendable {
             state.remaining -= 1
             guard state.remaining == 0, let continuation = state.continuation else { return nil }
             state.continuation = nil
-            return (continuation, state.responses.map { $0! })
+            // Moved out, not copied: a reply holds two buffers, and copying would retain both.
+            var all: [MetaResponse] = []
+            all.reserveCapacity(state.responses.count)
+            for slot in state.responses.indices { all.append(state.responses[slot].take()!) }
+            return (continuation, all)
         }
         if let (continuation, responses) = finished { continuation.resume(returning: responses) }
     }

@@ -157,14 +157,15 @@ final class MetaRequestHandler: ChannelDuplexHandler {
     /// Queues every command and sends them in one write; called on the event loop by
     /// ``MetaConnection``. A command that cannot be queued (closed connection, bad key) has its
     /// sink failed; the others go on.
-    func submit(_ commands: some Sequence<PendingCommand>) {
+    func submit(_ commands: [PendingCommand]) {
         guard let context else {
             let error = MemcachedError(.connection, "the connection closed")
             for command in commands { command.promise.fail(error) }
             return
         }
-        for command in commands {
-            try? enqueue(command, context: context)
+        // By index: each command is read where it lies, not copied out of the array.
+        for index in commands.indices {
+            try? enqueue(commands[index], context: context)
         }
         flush(context: context)
     }
