@@ -265,8 +265,9 @@ final class ConnectionPool: Sendable {
 /// `afterReads`) and sends everything queued in one write, so the caller wakes nobody. When
 /// nothing is due, the first caller to find the queue idle schedules one event-loop task that
 /// does the same. So 32 concurrent callers cost at most one hop and one `write` between them,
-/// not 32 of each. (memcached answers a connection's commands in order: a command sent with
-/// the next burst instead of at once has its reply no later than the replies ahead of it.)
+/// not 32 of each. (memcached answers a connection's commands in order: the reply of a command
+/// sent with the next burst, instead of at once, could not have come before the replies ahead
+/// of it anyway.)
 final class MetaConnection: Sendable {
     private struct Submissions {
         var commands: [PendingCommand] = []
