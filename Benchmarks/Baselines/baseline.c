@@ -11,6 +11,8 @@
 //
 // Build: gcc -O2 -o baseline baseline.c -lsqlite3 -lz -lcrypto
 // Usage: baseline dir=/tmp/x n100=20000 n4k=10000 n100k=1000 n1m=200 ncodec=300 ndigest=500000
+//   [pagesize=N: the SQLite table's page size, SQLite's default (4 KiB) if not given; with it the
+//   sqlite rows are reported as contender "sqlite-<N>", e.g. pagesize=2048 for DiskStore's pages]
 //   (gzip.compress runs ncodec times, gzip.decompress 10x, crc32 50x; digests of 64 B ndigest
 //   times, of 64 KiB ndigest/200 times)
 //
@@ -32,6 +34,8 @@
 
 static const char *g_dir = "/tmp/larder-baseline";
 static long n100 = 20000, n4k = 10000, n100k = 1000, n1m = 200, ncodec = 300, ndigest = 500000;
+static long g_page_size = 0;                 // 0: SQLite's default
+static char g_sqlite_name[32] = "sqlite";    // the contender name of the sqlite rows
 
 static void die(const char *what) {
     fprintf(stderr, "baseline: %s: %s\n", what, strerror(errno));
@@ -148,6 +152,11 @@ static void bench_sqlite(size_t size, long n, int with_miss) {
 
     sqlite3 *db = NULL;
     sqlite_check(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL), db, "open");
+    if (g_page_size > 0) {
+        char pragma[64];
+        snprintf(pragma, sizeof pragma, "PRAGMA page_size=%ld;", g_page_size);
+        sqlite_check(sqlite3_exec(db, pragma, NULL, NULL, NULL), db, "page_size");
+    }
     sqlite_check(sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
                                   "CREATE TABLE entry(key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL);",
                               NULL, NULL, NULL), db, "schema");
@@ -170,7 +179,7 @@ static void bench_sqlite(size_t size, long n, int with_miss) {
         sqlite3_reset(insert);
     }
     snprintf(name, sizeof name, "disk.set(%s)", size_label(size));
-    report(name, "sqlite", n, now_seconds() - start);
+    report(name, g_sqlite_name, n, now_seconds() - start);
 
     uint8_t *copy = malloc(size);
     start = now_seconds();
@@ -184,7 +193,7 @@ static void bench_sqlite(size_t size, long n, int with_miss) {
         sqlite3_reset(select);
     }
     snprintf(name, sizeof name, "disk.get-hit(%s)", size_label(size));
-    report(name, "sqlite", n, now_seconds() - start);
+    report(name, g_sqlite_name, n, now_seconds() - start);
 
     if (with_miss) {
         start = now_seconds();
@@ -194,7 +203,7 @@ static void bench_sqlite(size_t size, long n, int with_miss) {
             if (sqlite3_step(select) != SQLITE_DONE) { fprintf(stderr, "baseline: unexpected hit\n"); exit(1); }
             sqlite3_reset(select);
         }
-        report("disk.get-miss", "sqlite", n, now_seconds() - start);
+        report("disk.get-miss", g_sqlite_name, n, now_seconds() - start);
     }
     free(copy);
     free(value);
@@ -373,6 +382,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "n1m")) n1m = atol(v);
         else if (!strcmp(k, "ncodec")) ncodec = atol(v);
         else if (!strcmp(k, "ndigest")) ndigest = atol(v);
+        else if (!strcmp(k, "pagesize")) {
+            g_page_size = atol(v);
+            if (g_page_size < 512 || g_page_size > 65536 || (g_page_size & (g_page_size - 1))) {
+                fprintf(stderr, "baseline: pagesize must be a power of two from 512 to 65536, got %s\n", v);
+                return 2;
+            }
+            snprintf(g_sqlite_name, sizeof g_sqlite_name, "sqlite-%ld", g_page_size);
+        }
         // Keys for the other programs (nmem, nopen, ...) are accepted and ignored.
     }
     mkdir(g_dir, 0755);

@@ -24,9 +24,14 @@
 // the rest. Both are powers of two (crc32c_zeros_op requires it).
 #define LONG 8192
 #define SHORT 256
-// Buffers from this length on take the hybrid path (VPCLMULQDQ beside `crc32`) where the CPU has
-// it; below, its fixed cost (joining four partial checksums) outweighs the gain.
-#define VECTOR_MIN 8192
+// Where the CPU has VPCLMULQDQ: buffers from FOLD_MIN bytes on are folded by it alone (one round
+// of 128 bytes at least), and from HYBRID_MIN on take the hybrid path (VPCLMULQDQ beside three
+// `crc32` streams), whose fixed cost (joining four partial checksums, about 200 ns) pays only on
+// long buffers. Measured (thread CPU, one buffer over and over, Benchmarks/README.md finding 17):
+// folding alone ran 2.6x the `crc32` streams at 4 KiB on an Intel Xeon and 22 GB/s against the
+// hybrid's 30 on an AMD EPYC (Zen 3), where the two cross near 16 KiB.
+#define FOLD_MIN 128
+#define HYBRID_MIN 16384
 
 static uint32_t table[8][256];
 static uint32_t long_shift[4][256];
@@ -268,6 +273,38 @@ static inline __m256i fold256(__m256i lane, __m256i constants, __m256i data) {
     return _mm256_xor_si256(_mm256_xor_si256(low, high), data);
 }
 
+// The raw register of the 128 bytes that four 32-byte accumulators stand for: folded into one
+// 128-bit lane, which two `crc32` words reduce.
+__attribute__((target("sse4.2,pclmul,avx2,vpclmulqdq")))
+static inline uint32_t reduce_lanes(__m256i y0, __m256i y1, __m256i y2, __m256i y3) {
+    const __m128i near = _mm_set_epi64x((long long)fold128[1], (long long)fold128[0]);
+    __m128i lane = fold(_mm256_castsi256_si128(y0), near, _mm256_extracti128_si256(y0, 1));
+    lane = fold(lane, near, _mm256_castsi256_si128(y1));
+    lane = fold(lane, near, _mm256_extracti128_si256(y1, 1));
+    lane = fold(lane, near, _mm256_castsi256_si128(y2));
+    lane = fold(lane, near, _mm256_extracti128_si256(y2, 1));
+    lane = fold(lane, near, _mm256_castsi256_si128(y3));
+    lane = fold(lane, near, _mm256_extracti128_si256(y3, 1));
+    uint64_t crc = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(lane));
+    return (uint32_t)_mm_crc32_u64(crc, (uint64_t)_mm_extract_epi64(lane, 1));
+}
+
+// Continues the raw register `crc` over a tail of `length` bytes with `crc32`.
+__attribute__((target("sse4.2")))
+static inline uint32_t crc32c_finish(uint32_t crc, const unsigned char *next, size_t length) {
+    uint64_t joined = crc;
+    while (length >= 8) {
+        joined = _mm_crc32_u64(joined, load64(next));
+        next += 8;
+        length -= 8;
+    }
+    while (length) {
+        joined = _mm_crc32_u8((uint32_t)joined, *next++);
+        length--;
+    }
+    return (uint32_t)joined;
+}
+
 // `crc32` words per stream per round of the hybrid loop: 5 (120 bytes of the three streams beside
 // each 128 folded bytes) balanced the two units best on an AMD EPYC (Zen 3).
 #define HYBRID_STEPS 5
@@ -286,7 +323,6 @@ static uint32_t crc32c_hybrid(uint32_t crc, const unsigned char *next, size_t le
     const unsigned char *b0 = next + 128 * rounds, *b1 = b0 + stream, *b2 = b1 + stream;
     const __m256i far = _mm256_set_epi64x((long long)fold1024[1], (long long)fold1024[0], (long long)fold1024[1],
                                           (long long)fold1024[0]);
-    const __m128i near = _mm_set_epi64x((long long)fold128[1], (long long)fold128[0]);
 #define LOAD(i) _mm256_loadu_si256((const __m256i *)(next + 32 * (i)))
     __m256i y0 = _mm256_xor_si256(LOAD(0), _mm256_zextsi128_si256(_mm_cvtsi32_si128((int)crc)));
     __m256i y1 = LOAD(1), y2 = LOAD(2), y3 = LOAD(3);
@@ -308,39 +344,45 @@ static uint32_t crc32c_hybrid(uint32_t crc, const unsigned char *next, size_t le
         }
     }
 #undef LOAD
-    __m128i lane = fold(_mm256_castsi256_si128(y0), near, _mm256_extracti128_si256(y0, 1));
-    lane = fold(lane, near, _mm256_castsi256_si128(y1));
-    lane = fold(lane, near, _mm256_extracti128_si256(y1, 1));
-    lane = fold(lane, near, _mm256_castsi256_si128(y2));
-    lane = fold(lane, near, _mm256_extracti128_si256(y2, 1));
-    lane = fold(lane, near, _mm256_castsi256_si128(y3));
-    lane = fold(lane, near, _mm256_extracti128_si256(y3, 1));
-    uint64_t joined = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(lane));
-    joined = _mm_crc32_u64(joined, (uint64_t)_mm_extract_epi64(lane, 1));
+    uint32_t joined = reduce_lanes(y0, y1, y2, y3);
     const uint32_t shift = zero_bytes_operator(stream);
-    joined = multmodp(shift, (uint32_t)joined) ^ (uint32_t)s0;
-    joined = multmodp(shift, (uint32_t)joined) ^ (uint32_t)s1;
-    joined = multmodp(shift, (uint32_t)joined) ^ (uint32_t)s2;
-    next = b2;
-    length -= round * rounds;
-    while (length >= 8) {
-        joined = _mm_crc32_u64(joined, load64(next));
-        next += 8;
-        length -= 8;
+    joined = multmodp(shift, joined) ^ (uint32_t)s0;
+    joined = multmodp(shift, joined) ^ (uint32_t)s1;
+    joined = multmodp(shift, joined) ^ (uint32_t)s2;
+    return crc32c_finish(joined, b2, length - round * rounds);
+}
+
+// VPCLMULQDQ alone for medium buffers: the hybrid's four accumulators of 32 bytes (128 bytes a
+// round) folded over the whole buffer, reduced to one 128-bit lane, which two `crc32` words turn
+// into the register; the tail (under 128 bytes) goes through `crc32`. No partial checksums to
+// join. Raw register in and out; `length` is at least one round.
+__attribute__((target("sse4.2,pclmul,avx2,vpclmulqdq")))
+static uint32_t crc32c_fold(uint32_t crc, const unsigned char *next, size_t length) {
+    const size_t rounds = length / 128;
+    const __m256i far = _mm256_set_epi64x((long long)fold1024[1], (long long)fold1024[0], (long long)fold1024[1],
+                                          (long long)fold1024[0]);
+#define LOAD(i) _mm256_loadu_si256((const __m256i *)(next + 32 * (i)))
+    __m256i y0 = _mm256_xor_si256(LOAD(0), _mm256_zextsi128_si256(_mm_cvtsi32_si128((int)crc)));
+    __m256i y1 = LOAD(1), y2 = LOAD(2), y3 = LOAD(3);
+    for (size_t r = 1; r < rounds; r++) {
+        y0 = fold256(y0, far, LOAD(4 * r + 0));
+        y1 = fold256(y1, far, LOAD(4 * r + 1));
+        y2 = fold256(y2, far, LOAD(4 * r + 2));
+        y3 = fold256(y3, far, LOAD(4 * r + 3));
     }
-    while (length) {
-        joined = _mm_crc32_u8((uint32_t)joined, *next++);
-        length--;
-    }
-    return (uint32_t)joined;
+#undef LOAD
+    return crc32c_finish(reduce_lanes(y0, y1, y2, y3), next + 128 * rounds, length - 128 * rounds);
 }
 #endif
 
 uint32_t larder_crc32c_hardware(uint32_t crc, const void *bytes, size_t length) {
     pthread_once(&once, initialize);
 #if defined(__x86_64__)
-    if (has_vector && length >= VECTOR_MIN) {
+    if (has_vector && length >= HYBRID_MIN) {
         return crc32c_hybrid(crc ^ 0xffffffffu, bytes, length) ^ 0xffffffffu;
+    }
+    if (has_vector && length >= FOLD_MIN) {
+        return crc32c_fold(crc ^ 0xffffffffu, bytes, length) ^ 0xffffffffu;
     }
     if (has_hardware) return crc32c_sse42(crc, bytes, length);
 #endif
@@ -362,5 +404,9 @@ int larder_crc32c_is_vector_accelerated(void) {
 }
 
 size_t larder_crc32c_vector_threshold(void) {
-    return VECTOR_MIN;
+    return FOLD_MIN;
+}
+
+size_t larder_crc32c_hybrid_threshold(void) {
+    return HYBRID_MIN;
 }

@@ -41,11 +41,12 @@ import Testing
     }
 
     @Test func hardwareAndPortableAgreeAtEveryLengthAndOffset() {
-        // Given pseudo-random bytes, every length 0...300 at offsets 0...7 (unaligned starts)
+        // Given pseudo-random bytes, every length 0...1,100 at offsets 0...7 (unaligned starts):
+        // the `crc32` path below 128 bytes, then folding rounds 1 to 8 with every tail length
         var generator = SystemRandomNumberGenerator()
-        let pool = (0..<400).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let pool = (0..<1_200).map { _ in UInt8.random(in: 0...255, using: &generator) }
         for offset in 0..<8 {
-            for length in 0...300 {
+            for length in 0...1_100 {
                 let bytes = Array(pool[offset..<offset + length])
                 let portable = Path.portable.checksum(bytes)
                 #expect(Path.hardware.checksum(bytes) == portable, "length \(length) offset \(offset)")
@@ -65,11 +66,15 @@ import Testing
         #expect(Path.hardware.checksum(bytes) == Path.portable.checksum(bytes))
     }
 
-    @Test(arguments: [8_191, 8_192, 8_193, 8_432, 8_433, 16_384 + 5, 65_536 - 1, 100 * 1_024, (1 << 20) + 13, 3 << 20])
-    func theVectorPathAgreesWithThePortableOneAtItsEdgesOffsetsAndContinuations(length: Int) {
-        // Given pseudo-random bytes around the vector path's threshold (8 KiB), its round of
-        // 248 bytes (8,432 = 34 rounds) and long buffers, at unaligned starts and continuing
-        // from a non-zero checksum (which the vector path folds into its first lane)
+    @Test(arguments: [
+        127, 128, 129, 255, 256, 4_096, 4_156, 8_192, 16_383, 16_384, 16_385, 16_616, 16_617, 65_536 - 1, 100 * 1_024,
+        (1 << 20) + 13, 3 << 20,
+    ])
+    func theVectorPathsAgreeWithThePortableOneAtTheirEdgesOffsetsAndContinuations(length: Int) {
+        // Given pseudo-random bytes around the folding's threshold (128 bytes), the hybrid's
+        // (16 KiB), the hybrid's round of 248 bytes (16,616 = 67 rounds) and long buffers, at
+        // unaligned starts and continuing from a non-zero checksum (which both paths fold into
+        // their first lane)
         var state: UInt64 = UInt64(length) &* 2_862_933_555_777_941_757
         let bytes = (0..<length + 7).map { _ -> UInt8 in
             state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
@@ -93,7 +98,8 @@ import Testing
     }
 
     @Test func theVectorPathIsUsedWhereTheCPUHasCarrylessMultiply() throws {
-        #expect(CRC32C.vectorThreshold == 8_192)
+        #expect(CRC32C.vectorThreshold == 128)
+        #expect(CRC32C.hybridThreshold == 16_384)
         #if arch(x86_64)
         let flags = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
         let words = Set(flags.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\t" }).map(String.init))
