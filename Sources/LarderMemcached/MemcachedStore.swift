@@ -26,6 +26,14 @@ import Synchronization
 /// Used directly, its methods throw ``Larder/StorageError`` (code `.io`, cause a
 /// ``MemcachedError``) on a remote failure; through `Storage` a failure is a miss.
 ///
+/// Its calls are `nonisolated(nonsending)`: they run on the caller's executor (an actor's, or
+/// the event loop a task prefers) up to the wait for the server's reply and after it, with no
+/// hop to Swift's global executor on the way in or between its own steps. What they run there
+/// is building the command and checking the reply, plus gzip for compressible values of 512
+/// bytes and more (a write compresses, a read of such a value decompresses): callers that must
+/// not spend that on their own executor (the main actor, say, with large values) call from a
+/// task of their own.
+///
 /// - Important: `keys(withPrefix:)` returns nothing and `removeAll()` does nothing: memcached
 ///   cannot list or clear one namespace. Remote values end by their TTL.
 public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
@@ -204,7 +212,7 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
 
     // MARK: - CacheTier
 
-    public func entry(forKey key: String) async throws -> TierEntry? {
+    nonisolated(nonsending) public func entry(forKey key: String) async throws -> TierEntry? {
         let resolved = remoteKey.resolve(key)
         let response = try await send(MetaCommand(.get, key: resolved.key, flags: Self.getFlags))
         switch response.status {
@@ -225,7 +233,7 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
     /// `values(forKeys:tiers:)` reaches it for the keys its faster tiers miss.
     ///
     /// - Throws: ``Larder/StorageError`` (code `.io`) when the batch fails.
-    public func entries(forKeys keys: [String]) async throws -> [String: TierEntry] {
+    nonisolated(nonsending) public func entries(forKeys keys: [String]) async throws -> [String: TierEntry] {
         let resolved = keys.map { remoteKey.resolve($0) }
         var commands: [MetaCommand] = []
         commands.reserveCapacity(keys.count + 1)
@@ -258,7 +266,7 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
         return found
     }
 
-    public func setValue(_ data: Data, forKey key: String, expiry: Expiry?, metadata: Data?, isCompressible: Bool) async throws {
+    nonisolated(nonsending) public func setValue(_ data: Data, forKey key: String, expiry: Expiry?, metadata: Data?, isCompressible: Bool) async throws {
         let now = configuration.now()
         let expirationDate = (expiry ?? configuration.defaultExpiry).expirationDate(from: now)
         guard case .token(let ttl) = RemoteTTL.make(expirationDate: expirationDate, now: now) else {
@@ -282,7 +290,7 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
     }
 
     @discardableResult
-    public func removeValue(forKey key: String) async throws -> Bool {
+    nonisolated(nonsending) public func removeValue(forKey key: String) async throws -> Bool {
         let response = try await send(MetaCommand(.delete, key: remoteKey.key(for: key)))
         switch response.status {
         case .stored: return true
@@ -291,7 +299,7 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
         }
     }
 
-    public func containsValue(forKey key: String) async throws -> Bool {
+    nonisolated(nonsending) public func containsValue(forKey key: String) async throws -> Bool {
         try await entry(forKey: key) != nil
     }
 
@@ -311,7 +319,7 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
 
     // MARK: - Leases
 
-    public func leasedEntry(forKey key: String, leaseDuration: Duration) async throws -> LeasedRead {
+    nonisolated(nonsending) public func leasedEntry(forKey key: String, leaseDuration: Duration) async throws -> LeasedRead {
         let seconds = max(1, Int64(leaseDuration.seconds.rounded(.up)))
         let resolved = remoteKey.resolve(key)
         let response = try await send(MetaCommand(
@@ -338,7 +346,7 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
         return .hit(entry!)
     }
 
-    public func fill(
+    nonisolated(nonsending) public func fill(
         _ data: Data, forKey key: String, lease: TierLease, expiry: Expiry?, metadata: Data?, isCompressible: Bool
     ) async throws -> Bool {
         let now = configuration.now()
@@ -369,7 +377,7 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
     }
 
     @discardableResult
-    public func invalidate(forKey key: String) async throws -> Bool {
+    nonisolated(nonsending) public func invalidate(forKey key: String) async throws -> Bool {
         let response = try await send(MetaCommand(.delete, key: remoteKey.key(for: key), flags: [.invalidate]))
         switch response.status {
         case .stored: return true
@@ -381,7 +389,7 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
     // MARK: - Helpers
 
     /// Sends one command, turning a failure into a ``Larder/StorageError`` and counting it.
-    private func send(_ command: MetaCommand) async throws -> MetaResponse {
+    nonisolated(nonsending) private func send(_ command: MetaCommand) async throws -> MetaResponse {
         do {
             let response = try await pool.send(command)
             if response.status.isError { throw unexpected(response) }
@@ -405,7 +413,7 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
     private static let quietGetFlags: [MetaFlag] = [.value, .remainingTTL, .cas, .quiet]
 
     /// Decodes a `VA` reply for the resolved key; a refused envelope is counted, deleted and a miss.
-    private func accept(_ response: MetaResponse, resolved: (key: [UInt8], digest: KeyDigest)) async -> TierEntry? {
+    nonisolated(nonsending) private func accept(_ response: MetaResponse, resolved: (key: [UInt8], digest: KeyDigest)) async -> TierEntry? {
         let decoded = (response.value ?? ByteBuffer()).withUnsafeReadableBytes {
             RemoteEnvelope.decode($0, digest: resolved.digest, maxPayloadLength: 1 << 30)
         }

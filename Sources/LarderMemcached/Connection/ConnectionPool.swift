@@ -73,7 +73,7 @@ final class ConnectionPool: Sendable {
     ///
     /// - Throws: ``MemcachedError`` (`.breakerOpen`, `.timeout`, `.connection`, `.closed`,
     ///   `.protocolViolation`).
-    func send(_ command: MetaCommand) async throws -> MetaResponse {
+    nonisolated(nonsending) func send(_ command: MetaCommand) async throws -> MetaResponse {
         guard !isClosed.load(ordering: .relaxed) else { throw MemcachedError(.closed, "the store is closed") }
         try admit()
         let deadline = NIODeadline.now() + settings.deadline
@@ -100,7 +100,7 @@ final class ConnectionPool: Sendable {
     /// Sends `commands` back to back on one connection, flushed once, and returns their replies
     /// in order (a quiet command's suppressed reply is settled by a later one; end a quiet
     /// batch with `mn`).
-    func sendBatch(_ commands: [MetaCommand]) async throws -> [MetaResponse] {
+    nonisolated(nonsending) func sendBatch(_ commands: [MetaCommand]) async throws -> [MetaResponse] {
         guard !isClosed.load(ordering: .relaxed) else { throw MemcachedError(.closed, "the store is closed") }
         guard !commands.isEmpty else { return [] }
         try admit()
@@ -148,7 +148,7 @@ final class ConnectionPool: Sendable {
         return nextSlot.wrappingAdd(1, ordering: .relaxed).oldValue % slots.count
     }
 
-    private func connection(at index: Int, deadline: NIODeadline) async throws -> MetaConnection {
+    nonisolated(nonsending) private func connection(at index: Int, deadline: NIODeadline) async throws -> MetaConnection {
         enum Step { case use(MetaConnection), wait(EventLoopFuture<MetaConnection>), connect(EventLoopPromise<MetaConnection>), fail }
         let slot = slots[index]
         let step: Step = slot.withLock { state in
