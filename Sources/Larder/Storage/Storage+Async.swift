@@ -17,7 +17,7 @@ extension Storage where Value: Sendable {
 
     /// The rest of an async value read; see ``entryAfterMemoryMiss(forKey:tiers:)``.
     @usableFromInline
-    func valueAfterMemoryMiss(forKey key: Key, tiers: StorageTiers) async throws -> Value? {
+    nonisolated(nonsending) func valueAfterMemoryMiss(forKey key: Key, tiers: StorageTiers) async throws -> Value? {
         if allTiersLocal {
             return try await offload { try self.valueBelowMemory(forKey: key, tiers: tiers) }
         }
@@ -37,7 +37,7 @@ extension Storage where Value: Sendable {
     /// The rest of an async read: local tiers on the I/O queue, or the walk through tiers that
     /// are not local.
     @usableFromInline
-    func entryAfterMemoryMiss(forKey key: Key, tiers: StorageTiers) async throws -> Entry? {
+    nonisolated(nonsending) func entryAfterMemoryMiss(forKey key: Key, tiers: StorageTiers) async throws -> Entry? {
         if allTiersLocal {
             return try await offload { try self.entryBelowMemory(forKey: key, tiers: tiers) }
         }
@@ -71,7 +71,7 @@ extension Storage where Value: Sendable {
     }
 
     /// Best effort after a failed write: no local tier faster than `position` may keep a value.
-    func removeFromTiers(fasterThan position: Int, key: Key) async {
+    nonisolated(nonsending) func removeFromTiers(fasterThan position: Int, key: Key) async {
         for faster in self.tiers[..<position] where !(faster is any SharedCacheTier) {
             _ = try? await removeBytes(forKey: key.cacheKey, from: faster)
         }
@@ -98,7 +98,7 @@ extension Storage where Value: Sendable {
     }
 
     /// The local part of a removal, under the key's turn.
-    func removeLocally(forKey key: Key, tiers: StorageTiers) async throws -> Bool {
+    nonisolated(nonsending) func removeLocally(forKey key: Key, tiers: StorageTiers) async throws -> Bool {
         var removed = false
         for tier in self.tiers.reversed() where tiers.contains(tier.tierID) && !(tier is any SharedCacheTier) {
             if try await removeBytes(forKey: key.cacheKey, from: tier) {
@@ -116,7 +116,7 @@ extension Storage where Value: Sendable {
     /// The local part of a write, under the key's turn: local byte tiers slowest first, then
     /// memory; a tier not named loses its value. Local copies expire at `localExpiry`.
     /// `skipped` is a tier already written (by an insert-if-absent).
-    func writeLocally(
+    nonisolated(nonsending) func writeLocally(
         _ write: PreparedWrite, _ value: Value, forKey key: Key, expiry: Expiry?, localExpiry: Expiry?, tiers: StorageTiers,
         skipping skipped: Int? = nil
     ) async throws {
@@ -219,13 +219,13 @@ extension Storage where Value: Sendable {
 
     /// A read after a memory miss when some tier is not local: each named tier in order, local
     /// ones on the I/O queue.
-    func walkTiers(forKey key: Key, tiers: StorageTiers) async throws -> Entry? {
+    nonisolated(nonsending) func walkTiers(forKey key: Key, tiers: StorageTiers) async throws -> Entry? {
         try await walkTiers(forKey: key, tiers: tiers, failedSharedTiers: nil)
     }
 
     /// ``walkTiers(forKey:tiers:)`` that also reports the shared tiers whose read failed (a
     /// failure of a shared tier is a miss: counted, never thrown).
-    func walkTiers(forKey key: Key, tiers: StorageTiers, failedSharedTiers: Locked<Set<StorageTier>>?) async throws -> Entry? {
+    nonisolated(nonsending) func walkTiers(forKey key: Key, tiers: StorageTiers, failedSharedTiers: Locked<Set<StorageTier>>?) async throws -> Entry? {
         try checkNamesATier(tiers)
         let token = turns.token(for: key)
         let sharedToken = sharedTurns.token(for: key)
@@ -268,7 +268,7 @@ extension Storage where Value: Sendable {
 
     /// Copies a value read from the tier at `position` into the faster tiers named, unless the
     /// key was written meanwhile; a shared tier's value is copied with its local bounds.
-    func promote(
+    nonisolated(nonsending) func promote(
         _ found: TierEntry, _ value: Value, forKey key: Key, from position: Int, tiers: StorageTiers,
         token: KeyTurns<Key>.Token, sharedToken: KeyTurns<Key>.Token
     ) async throws {
@@ -314,13 +314,19 @@ extension Storage where Value: Sendable {
 
     // Each tier operation runs a local tier's synchronous method on the I/O queue and awaits any
     // other tier's directly.
+    //
+    // The internal steps of the async paths (these helpers, the walk through tiers, promotion,
+    // the key turns) are `nonisolated(nonsending)`: they run where the public call runs (Swift's
+    // global executor, or the executor the task prefers), so a read makes no executor switch
+    // between its own steps. The public calls themselves stay concurrent, so a caller on an
+    // actor never runs a transformer's decoding on that actor.
 
-    func bytes(forKey key: String, in tier: any CacheTier) async throws -> TierEntry? {
+    nonisolated(nonsending) func bytes(forKey key: String, in tier: any CacheTier) async throws -> TierEntry? {
         if let local = tier as? any LocalCacheTier { return try await offload { try local.entry(forKey: key) } }
         return try await tier.entry(forKey: key)
     }
 
-    func setBytes(
+    nonisolated(nonsending) func setBytes(
         _ entry: TierEntry, expiry: Expiry?, isCompressible: Bool, forKey key: String, in tier: any CacheTier
     ) async throws {
         if let local = tier as? any LocalCacheTier {
@@ -334,18 +340,18 @@ extension Storage where Value: Sendable {
     }
 
     @discardableResult
-    func removeBytes(forKey key: String, from tier: any CacheTier) async throws -> Bool {
+    nonisolated(nonsending) func removeBytes(forKey key: String, from tier: any CacheTier) async throws -> Bool {
         if let local = tier as? any LocalCacheTier { return try await offload { try local.removeValue(forKey: key) } }
         return try await tier.removeValue(forKey: key)
     }
 
-    func containsBytes(forKey key: String, in tier: any CacheTier) async throws -> Bool {
+    nonisolated(nonsending) func containsBytes(forKey key: String, in tier: any CacheTier) async throws -> Bool {
         if let local = tier as? any LocalCacheTier { return try await offload { try local.containsValue(forKey: key) } }
         return try await tier.containsValue(forKey: key)
     }
 
     /// Runs the synchronous path on the I/O queue unless the call touches memory alone.
-    func offloadIfTiers<T: Sendable>(
+    nonisolated(nonsending) func offloadIfTiers<T: Sendable>(
         _ tiers: StorageTiers?, _ work: @escaping @Sendable () throws -> T
     ) async throws -> T {
         let tiers = tiers ?? configuration.defaultTiers
@@ -355,7 +361,7 @@ extension Storage where Value: Sendable {
 }
 
 /// Runs `work` on Larder's I/O queue and resumes with its result.
-func offload<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+nonisolated(nonsending) func offload<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
         larderIOQueue.async {
             continuation.resume(with: Result { try work() })
@@ -364,7 +370,7 @@ func offload<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async thro
 }
 
 /// Runs non-throwing `work` on Larder's I/O queue.
-func offload(_ work: @escaping @Sendable () -> Void) async {
+nonisolated(nonsending) func offload(_ work: @escaping @Sendable () -> Void) async {
     await withCheckedContinuation { continuation in
         larderIOQueue.async {
             work()

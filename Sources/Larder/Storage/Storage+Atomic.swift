@@ -269,12 +269,12 @@ extension Storage where Value: Sendable {
         return try await tier.insertValue(data, forKey: key, expiry: expiry, metadata: nil, isCompressible: isCompressible)
     }
 
-    private func takeBytes(forKey key: String, from tier: any CacheTier) async throws -> TierEntry? {
+    nonisolated(nonsending) private func takeBytes(forKey key: String, from tier: any CacheTier) async throws -> TierEntry? {
         if let local = tier as? any LocalCacheTier { return try await offload { try local.takeEntry(forKey: key) } }
         return try await tier.takeEntry(forKey: key)
     }
 
-    private func setBytesExpiry(_ expiry: Expiry, forKey key: String, in tier: any CacheTier) async throws -> Bool {
+    nonisolated(nonsending) private func setBytesExpiry(_ expiry: Expiry, forKey key: String, in tier: any CacheTier) async throws -> Bool {
         if let local = tier as? any LocalCacheTier { return try await offload { try local.setExpiry(expiry, forKey: key) } }
         return try await tier.setExpiry(expiry, forKey: key)
     }

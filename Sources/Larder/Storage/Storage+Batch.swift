@@ -100,7 +100,7 @@ extension Storage where Value: Sendable {
 
     /// The entries `tier` holds for `cacheKeys`: in one call from a batch-reading tier, key by key
     /// from any other; a shared tier's failure is counted and read as misses.
-    private func batchRead(_ cacheKeys: [String], from tier: any CacheTier) async throws -> [String: TierEntry] {
+    nonisolated(nonsending) private func batchRead(_ cacheKeys: [String], from tier: any CacheTier) async throws -> [String: TierEntry] {
         if let batching = tier as? any BatchReadingCacheTier {
             do {
                 return try await batching.entries(forKeys: cacheKeys)

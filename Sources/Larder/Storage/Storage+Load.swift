@@ -89,7 +89,7 @@ extension Storage where Value: Sendable {
     /// A read for a caller that has already looked in memory (and counted that miss): memory
     /// is checked again without counting, in case a load filled it meanwhile, then the tiers
     /// below it, so each request counts one hit or one miss.
-    package func entryAfterMemoryMiss(forKey key: Key, tiers: StorageTiers? = nil) async throws -> Entry? {
+    nonisolated(nonsending) package func entryAfterMemoryMiss(forKey key: Key, tiers: StorageTiers? = nil) async throws -> Entry? {
         let tiers = tiers ?? configuration.defaultTiers
         if tiers.includesMemory, let found = memory.entry(forKey: key) {
             return Entry(value: found.value, tier: .memory, expirationDate: found.expirationDate)
@@ -98,7 +98,7 @@ extension Storage where Value: Sendable {
     }
 
     /// The async read below memory, whichever path the storage's tiers take.
-    private func entryBelowMemory(forKey key: Key, tiers: StorageTiers) async throws -> Entry? {
+    nonisolated(nonsending) private func entryBelowMemory(forKey key: Key, tiers: StorageTiers) async throws -> Entry? {
         if allTiersLocal {
             guard localTiers.contains(where: { tiers.contains($0.tierID) }) else {
                 counters.misses.add(1, ordering: .relaxed)

@@ -26,7 +26,7 @@ extension Storage where Value: Sendable {
 
     /// The shared part of a write: each shared tier named gets the value, each not named loses
     /// it. A failure is counted and the tier's old value is removed if possible; nothing throws.
-    func writeShared(_ write: PreparedWrite, forKey key: Key, expiry: Expiry?, tiers: StorageTiers) async {
+    nonisolated(nonsending) func writeShared(_ write: PreparedWrite, forKey key: Key, expiry: Expiry?, tiers: StorageTiers) async {
         for tier in self.tiers where tier is any SharedCacheTier {
             do {
                 if tiers.contains(tier.tierID), let encoded = write.encoded {
@@ -44,7 +44,7 @@ extension Storage where Value: Sendable {
     }
 
     /// The shared part of a removal; a failure is counted, never thrown.
-    func removeShared(forKey key: Key, tiers: StorageTiers) async -> Bool {
+    nonisolated(nonsending) func removeShared(forKey key: Key, tiers: StorageTiers) async -> Bool {
         var removed = false
         for tier in self.tiers.reversed() where tier is any SharedCacheTier && tiers.contains(tier.tierID) {
             do {

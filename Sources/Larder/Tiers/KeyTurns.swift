@@ -77,7 +77,7 @@ final class KeyTurns<Key: Hashable & Sendable>: Sendable {
     }
 
     /// Takes `key`'s turn, suspending the task while another caller holds it.
-    func acquire(_ key: Key) async {
+    nonisolated(nonsending) func acquire(_ key: Key) async {
         let isFree: Bool = state.withLock { state in
             guard state.held[key] != nil else {
                 state.held[key] = []
@@ -118,7 +118,7 @@ final class KeyTurns<Key: Hashable & Sendable>: Sendable {
     }
 
     /// Runs `body` holding `key`'s turn, suspending while waiting for it.
-    func withTurn<T>(_ key: Key, _ body: () async throws -> T) async rethrows -> T {
+    nonisolated(nonsending) func withTurn<T>(_ key: Key, _ body: nonisolated(nonsending) () async throws -> T) async rethrows -> T {
         await acquire(key)
         defer { release(key) }
         return try await body()
@@ -135,7 +135,9 @@ final class KeyTurns<Key: Hashable & Sendable>: Sendable {
     }
 
     /// The async form of ``withTurnIfUnchanged(_:since:_:)``.
-    func withTurnIfUnchanged<T>(_ key: Key, since token: Token, _ body: () async throws -> T) async rethrows -> T? {
+    nonisolated(nonsending) func withTurnIfUnchanged<T>(
+        _ key: Key, since token: Token, _ body: nonisolated(nonsending) () async throws -> T
+    ) async rethrows -> T? {
         guard tryAcquire(key, since: token) else { return nil }
         defer { endPromotion(key) }
         return try await body()
