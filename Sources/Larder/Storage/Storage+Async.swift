@@ -230,18 +230,19 @@ extension Storage where Value: Sendable {
         let token = turns.token(for: key)
         let sharedToken = sharedTurns.token(for: key)
         for (position, tier) in self.tiers.enumerated() where tiers.contains(tier.tierID) {
-            let shared = tier as? any SharedCacheTier
             let read: TierEntry?
-            if shared != nil {
+            if sharedTierAt[position] != nil {
                 do {
-                    read = try await bytes(forKey: key.cacheKey, in: tier)
+                    read = try await tier.entry(forKey: key.cacheKey)
                 } catch {
                     counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
                     failedSharedTiers?.withLock { _ = $0.insert(tier.tierID) }
                     read = nil
                 }
+            } else if let local = localTierAt[position] {
+                read = try await offload { try local.entry(forKey: key.cacheKey) }
             } else {
-                read = try await bytes(forKey: key.cacheKey, in: tier)
+                read = try await tier.entry(forKey: key.cacheKey)
             }
             guard let found = read else {
                 counters.tier(tier.tierID).misses.add(1, ordering: .relaxed)
@@ -272,7 +273,7 @@ extension Storage where Value: Sendable {
         _ found: TierEntry, _ value: Value, forKey key: Key, from position: Int, tiers: StorageTiers,
         token: KeyTurns<Key>.Token, sharedToken: KeyTurns<Key>.Token
     ) async throws {
-        let shared = self.tiers[position] as? any SharedCacheTier
+        let shared = sharedTierAt[position]
         var expiry = found.expiry
         if let shared {
             if shared.localCopyMaxAge == .zero { return }
@@ -284,18 +285,19 @@ extension Storage where Value: Sendable {
         let cost = tiers.includesMemory ? memoryCost(of: value) : nil
         // A faster tier takes a copy when named, and, of a shared tier's value, only when the
         // shared tier allows local copies and the faster tier is local.
-        func takesCopy(_ faster: any CacheTier) -> Bool {
-            guard tiers.contains(faster.tierID) else { return false }
+        func takesCopy(_ faster: Int) -> Bool {
+            guard tiers.contains(self.tiers[faster].tierID) else { return false }
             guard let shared else { return true }
-            return shared.copiesHitsToLocalTiers && !(faster is any SharedCacheTier)
+            return shared.copiesHitsToLocalTiers && sharedTierAt[faster] == nil
         }
         // Nothing to copy (memory not named, no faster tier takes a copy): no turn to take.
-        if cost == nil, !self.tiers[..<position].contains(where: takesCopy) { return }
+        if cost == nil, !(0..<position).contains(where: takesCopy) { return }
         let isCompressible = transformer.isCompressible(value)
         await turns.withTurnIfUnchanged(key, since: token) {
             // A write or removal in its network step holds (or has changed) the shared turn.
             if hasSharedTiers, !sharedTurns.isUnchanged(key, since: sharedToken) { return }
-            for faster in self.tiers[..<position] where takesCopy(faster) {
+            for index in 0..<position where takesCopy(index) {
+                let faster = self.tiers[index]
                 do {
                     try await setBytes(found, expiry: expiry, isCompressible: isCompressible,
                                        forKey: key.cacheKey, in: faster)

@@ -62,6 +62,10 @@ public final class Storage<Key: CacheKey, Value> {
     let localTierIDs: [StorageTier]
     /// Whether ``Configuration/defaultTiers`` names each of ``localTiers``, in the same order.
     let defaultTiersNameLocal: [Bool]
+    /// Each of ``tiers`` as a local tier, or `nil`, in the same order (cast once, not per call).
+    let localTierAt: [(any LocalCacheTier)?]
+    /// Each of ``tiers`` as a shared tier, or `nil`, in the same order (cast once, not per call).
+    let sharedTierAt: [(any SharedCacheTier)?]
     let turns = KeyTurns<Key>()
     /// Per-key turns of the network step of async writes and removals with a shared tier: only
     /// async callers ever wait on them, so no thread blocks on a remote round trip.
@@ -124,6 +128,8 @@ public final class Storage<Key: CacheKey, Value> {
         self.localTierCounters = localTiers.map { [counters] in counters.tier($0.tierID) }
         self.localTierIDs = localTiers.map(\.tierID)
         self.defaultTiersNameLocal = localTierIDs.map(configuration.defaultTiers.contains)
+        self.localTierAt = tiers.map { $0 as? any LocalCacheTier }
+        self.sharedTierAt = tiers.map { $0 as? any SharedCacheTier }
     }
 
     /// Creates a storage with a configuration edited by `configure`.
