@@ -191,8 +191,10 @@ struct StorageRemoteTests {
     @Test func anUnfilledLeaseEndsAfterLeaseDurationAndAnotherCallerWinsIt() async throws {
         try await withChildProcesses { scope in
             let server = try await MemcachedServer.start(in: scope)
+            // (2 s, not 1: memcached's clock ticks once a second, so a 1 s lease can end at the
+            // next tick, which under load may come between the two reads below.)
             let store = try MemcachedStore(configuration: .init(
-                port: server.port, namespace: "s:", deadline: .seconds(10), leaseDuration: .seconds(1)))
+                port: server.port, namespace: "s:", deadline: .seconds(10), leaseDuration: .seconds(2)))
             // Given a lease won and never filled (its holder died)
             guard case .won = try await store.leasedEntry(forKey: "orphan", leaseDuration: store.leaseDuration) else {
                 Issue.record("the first read did not win the lease")
@@ -202,8 +204,8 @@ struct StorageRemoteTests {
                 Issue.record("a second read did not find the lease busy")
                 return
             }
-            // When leaseDuration (1 s; memcached counts whole seconds) has passed
-            let end = ContinuousClock.now + .seconds(5)
+            // When leaseDuration (2 s; memcached counts whole seconds) has passed
+            let end = ContinuousClock.now + .seconds(6)
             var wonAgain = false
             while !wonAgain, ContinuousClock.now < end {
                 try await Task.sleep(for: .milliseconds(100))

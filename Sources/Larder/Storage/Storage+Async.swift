@@ -233,16 +233,14 @@ extension Storage where Value: Sendable {
             let read: TierEntry?
             if sharedTierAt[position] != nil {
                 do {
-                    read = try await tier.entry(forKey: key.cacheKey)
+                    read = try await bytes(forKey: key.cacheKey, at: position)
                 } catch {
                     counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
                     failedSharedTiers?.withLock { _ = $0.insert(tier.tierID) }
                     read = nil
                 }
-            } else if let local = localTierAt[position] {
-                read = try await offload { try local.entry(forKey: key.cacheKey) }
             } else {
-                read = try await tier.entry(forKey: key.cacheKey)
+                read = try await bytes(forKey: key.cacheKey, at: position)
             }
             guard let found = read else {
                 counters.tier(tier.tierID).misses.add(1, ordering: .relaxed)
@@ -326,6 +324,12 @@ extension Storage where Value: Sendable {
     nonisolated(nonsending) func bytes(forKey key: String, in tier: any CacheTier) async throws -> TierEntry? {
         if let local = tier as? any LocalCacheTier { return try await offload { try local.entry(forKey: key) } }
         return try await tier.entry(forKey: key)
+    }
+
+    /// ``bytes(forKey:in:)`` of the tier at `position`, with the cast made at init.
+    nonisolated(nonsending) func bytes(forKey key: String, at position: Int) async throws -> TierEntry? {
+        if let local = localTierAt[position] { return try await offload { try local.entry(forKey: key) } }
+        return try await tiers[position].entry(forKey: key)
     }
 
     nonisolated(nonsending) func setBytes(
