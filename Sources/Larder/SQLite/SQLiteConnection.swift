@@ -1,3 +1,4 @@
+import CLarderSQLiteVFS
 import CSQLite
 import Foundation
 
@@ -17,7 +18,9 @@ final class SQLiteConnection {
         _ = Self.processSetup
         var handle: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
-        let code = sqlite3_open_v2(path, &handle, flags, nil)
+        // Larder's VFS (each commit's log frames in one write; see CLarderSQLiteVFS.h), or
+        // SQLite's default when it could not be registered.
+        let code = sqlite3_open_v2(path, &handle, flags, larder_sqlite_vfs_name())
         guard code == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code))
             let extended = handle.map { sqlite3_extended_errcode($0) } ?? code
@@ -43,7 +46,6 @@ final class SQLiteConnection {
     private static let processSetup: Void = {
         _ = csqlite_disable_memory_statistics()
     }()
-
     /// Whether a connection in another process has this (WAL-mode) database open, as SQLite
     /// sees it (`SQLITE_FCNTL_EXTERNAL_READER`: a test of the lock every connection holds on
     /// the shared-memory file; one `fcntl` query). Call while the connection has the
