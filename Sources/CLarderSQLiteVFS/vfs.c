@@ -1,5 +1,6 @@
 // Larder's SQLite VFS: the default VFS, with the frames a commit appends to a write-ahead log
-// gathered into one write. See include/CLarderSQLiteVFS.h.
+// gathered into one write, and a database page read together with the page after it. See
+// include/CLarderSQLiteVFS.h.
 //
 // Why: SQLite writes each log frame with two `pwrite`s (its 24-byte header, then the page),
 // and a small commit of Larder's index appends 4 to 9 frames, so 8 to 18 system calls, each
@@ -15,6 +16,12 @@
 // a close) writes the gathered bytes first, and a write that is not an append (SQLite
 // rewriting frames of the transaction under way, `walRewriteChecksums`) goes to the file
 // directly after them, so the file always holds what SQLite would have written, in order.
+//
+// Reads: a value over two overflow pages of 2 KiB (a 4 KiB value in Larder's index) costs
+// SQLite two `pread`s, one per page, and the pages of one chain usually follow each other in
+// the file. So a read of one whole page of a main database reads the next page with it, and
+// the next call on that file gets it if it reads exactly that page; any other call forgets it
+// (see `settle`).
 
 #include "CLarderSQLiteVFS.h"
 
@@ -23,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+// Both kinds of file this VFS wraps start with the same two members.
 typedef struct LogFile {
     sqlite3_file base;
     /// The default VFS's file, in the same allocation, right after this struct.
@@ -38,6 +46,19 @@ typedef struct LogFile {
     int commitPending;
     larder_sqlite_vfs_counts counts;
 } LogFile;
+
+typedef struct DbFile {
+    sqlite3_file base;
+    /// The default VFS's file, in the same allocation, right after this struct.
+    sqlite3_file *real;
+    /// The page after the last page read, read with it: `aheadCount` bytes at `aheadOffset`
+    /// (none when 0), valid until the next call on the file of any kind.
+    unsigned char *ahead;
+    int aheadCapacity;
+    int aheadCount;
+    sqlite3_int64 aheadOffset;
+    larder_sqlite_vfs_counts counts;
+} DbFile;
 
 // The default (unix) VFS writes at most 128 KiB - 1 bytes per call (it masks the length to 17
 // bits and reports a shorter write as a full disk): gathered writes stay well below.
@@ -105,8 +126,46 @@ static int logWrite(sqlite3_file *file, const void *data, int count, sqlite3_int
     return SQLITE_OK;
 }
 
-// Every other method writes what is gathered first, then does what the default VFS does.
-#define REAL(log) ((LogFile *)(log))->real
+/// Whether `count` bytes at `offset` are one whole database page (a power of two from 512 to
+/// 65536 bytes, at a multiple of itself).
+static int isPageRead(int count, sqlite3_int64 offset) {
+    return count >= 512 && count <= 65536 && (count & (count - 1)) == 0 && offset % count == 0;
+}
+
+static int dbRead(sqlite3_file *file, void *data, int count, sqlite3_int64 offset) {
+    DbFile *db = (DbFile *)file;
+    db->counts.reads += 1;
+    int aheadCount = db->aheadCount;
+    db->aheadCount = 0;
+    if (aheadCount == count && db->aheadOffset == offset) {
+        memcpy(data, db->ahead + count, (size_t)count);
+        db->counts.readAheadHits += 1;
+        return SQLITE_OK;
+    }
+    if (!isPageRead(count, offset)) return db->real->pMethods->xRead(db->real, data, count, offset);
+    if (db->aheadCapacity < 2 * count) {
+        unsigned char *buffer = realloc(db->ahead, 2 * (size_t)count);
+        if (buffer == NULL) return db->real->pMethods->xRead(db->real, data, count, offset);
+        db->ahead = buffer;
+        db->aheadCapacity = 2 * count;
+    }
+    int code = db->real->pMethods->xRead(db->real, db->ahead, 2 * count, offset);
+    // The file ends before the next page does: the page alone, as the default VFS reads it.
+    if (code == SQLITE_IOERR_SHORT_READ) return db->real->pMethods->xRead(db->real, data, count, offset);
+    if (code != SQLITE_OK) return code;
+    memcpy(data, db->ahead, (size_t)count);
+    db->aheadCount = count;
+    db->aheadOffset = offset + count;
+    return SQLITE_OK;
+}
+
+static int dbClose(sqlite3_file *file) {
+    DbFile *db = (DbFile *)file;
+    free(db->ahead);
+    db->ahead = NULL;
+    db->aheadCount = 0;
+    return db->real->pMethods->xClose(db->real);
+}
 
 static int logClose(sqlite3_file *file) {
     LogFile *log = (LogFile *)file;
@@ -117,109 +176,134 @@ static int logClose(sqlite3_file *file) {
     return flushed != SQLITE_OK ? flushed : closed;
 }
 
-static int logRead(sqlite3_file *file, void *data, int count, sqlite3_int64 offset) {
-    int code = flushLog((LogFile *)file);
-    return code != SQLITE_OK ? code : REAL(file)->pMethods->xRead(REAL(file), data, count, offset);
+static int logTruncate(sqlite3_file *file, sqlite3_int64 size);
+
+// Every other method, on either kind of file, settles the file first (a log writes what it
+// gathered; a database forgets the page it read ahead), then does what the default VFS does.
+// So a page read ahead is served only to the read that comes next, with no lock, unlock,
+// shared-memory call or write between: within one transaction, in which the database file's
+// pages that SQLite reads from it cannot change (a checkpoint copies into the file only pages
+// that every open read transaction reads from the log, and takes the lock of readers of the
+// file alone first).
+static const sqlite3_io_methods logMethods;
+
+static int settle(sqlite3_file *file) {
+    if (file->pMethods == &logMethods) return flushLog((LogFile *)file);
+    ((DbFile *)file)->aheadCount = 0;
+    return SQLITE_OK;
 }
 
-static int logTruncate(sqlite3_file *file, sqlite3_int64 size) {
-    int code = flushLog((LogFile *)file);
-    if (code != SQLITE_OK) return code;
-    if (size < ((LogFile *)file)->highWater) ((LogFile *)file)->highWater = size;
-    return REAL(file)->pMethods->xTruncate(REAL(file), size);
+#define REAL(file) (((DbFile *)(file))->real)
+#define SETTLED(file, call) do { int code = settle(file); return code != SQLITE_OK ? code : (call); } while (0)
+
+static int passRead(sqlite3_file *file, void *data, int count, sqlite3_int64 offset) {
+    SETTLED(file, REAL(file)->pMethods->xRead(REAL(file), data, count, offset));
 }
 
-static int logSync(sqlite3_file *file, int flags) {
-    int code = flushLog((LogFile *)file);
-    return code != SQLITE_OK ? code : REAL(file)->pMethods->xSync(REAL(file), flags);
+static int passWrite(sqlite3_file *file, const void *data, int count, sqlite3_int64 offset) {
+    SETTLED(file, REAL(file)->pMethods->xWrite(REAL(file), data, count, offset));
 }
 
-static int logFileSize(sqlite3_file *file, sqlite3_int64 *size) {
-    int code = flushLog((LogFile *)file);
-    return code != SQLITE_OK ? code : REAL(file)->pMethods->xFileSize(REAL(file), size);
+static int passTruncate(sqlite3_file *file, sqlite3_int64 size) {
+    SETTLED(file, REAL(file)->pMethods->xTruncate(REAL(file), size));
 }
 
-static int logLock(sqlite3_file *file, int level) {
-    return REAL(file)->pMethods->xLock(REAL(file), level);
+static int passSync(sqlite3_file *file, int flags) {
+    SETTLED(file, REAL(file)->pMethods->xSync(REAL(file), flags));
 }
 
-static int logUnlock(sqlite3_file *file, int level) {
-    return REAL(file)->pMethods->xUnlock(REAL(file), level);
+static int passFileSize(sqlite3_file *file, sqlite3_int64 *size) {
+    SETTLED(file, REAL(file)->pMethods->xFileSize(REAL(file), size));
 }
 
-static int logCheckReservedLock(sqlite3_file *file, int *result) {
-    return REAL(file)->pMethods->xCheckReservedLock(REAL(file), result);
+static int passLock(sqlite3_file *file, int level) {
+    SETTLED(file, REAL(file)->pMethods->xLock(REAL(file), level));
 }
 
-static int logFileControl(sqlite3_file *file, int operation, void *argument) {
-    int code = flushLog((LogFile *)file);
-    return code != SQLITE_OK ? code : REAL(file)->pMethods->xFileControl(REAL(file), operation, argument);
+static int passUnlock(sqlite3_file *file, int level) {
+    SETTLED(file, REAL(file)->pMethods->xUnlock(REAL(file), level));
 }
 
-static int logSectorSize(sqlite3_file *file) {
+static int passCheckReservedLock(sqlite3_file *file, int *result) {
+    SETTLED(file, REAL(file)->pMethods->xCheckReservedLock(REAL(file), result));
+}
+
+static int passFileControl(sqlite3_file *file, int operation, void *argument) {
+    SETTLED(file, REAL(file)->pMethods->xFileControl(REAL(file), operation, argument));
+}
+
+static int passSectorSize(sqlite3_file *file) {
     return REAL(file)->pMethods->xSectorSize(REAL(file));
 }
 
-static int logDeviceCharacteristics(sqlite3_file *file) {
+static int passDeviceCharacteristics(sqlite3_file *file) {
     return REAL(file)->pMethods->xDeviceCharacteristics(REAL(file));
 }
 
-// SQLite never maps a log file or asks it for shared memory; these answer as a VFS without
-// either would.
-static int logShmMap(sqlite3_file *file, int region, int size, int extend, void volatile **out) {
-    (void)file; (void)region; (void)size; (void)extend;
-    *out = NULL;
-    return SQLITE_IOERR_SHMMAP;
+static int passShmMap(sqlite3_file *file, int region, int size, int extend, void volatile **out) {
+    SETTLED(file, REAL(file)->pMethods->xShmMap(REAL(file), region, size, extend, out));
 }
 
-static int logShmLock(sqlite3_file *file, int offset, int count, int flags) {
-    (void)file; (void)offset; (void)count; (void)flags;
-    return SQLITE_IOERR_SHMLOCK;
+static int passShmLock(sqlite3_file *file, int offset, int count, int flags) {
+    SETTLED(file, REAL(file)->pMethods->xShmLock(REAL(file), offset, count, flags));
 }
 
-static void logShmBarrier(sqlite3_file *file) {
-    (void)file;
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+static void passShmBarrier(sqlite3_file *file) {
+    (void)settle(file);  // only a database's: SQLite asks no log for shared memory
+    REAL(file)->pMethods->xShmBarrier(REAL(file));
 }
 
-static int logShmUnmap(sqlite3_file *file, int delete) {
-    (void)file; (void)delete;
-    return SQLITE_OK;
+static int passShmUnmap(sqlite3_file *file, int delete) {
+    SETTLED(file, REAL(file)->pMethods->xShmUnmap(REAL(file), delete));
 }
 
-static int logFetch(sqlite3_file *file, sqlite3_int64 offset, int count, void **out) {
-    (void)file; (void)offset; (void)count;
-    *out = NULL;
-    return SQLITE_OK;
+static int passFetch(sqlite3_file *file, sqlite3_int64 offset, int count, void **out) {
+    SETTLED(file, REAL(file)->pMethods->xFetch(REAL(file), offset, count, out));
 }
 
-static int logUnfetch(sqlite3_file *file, sqlite3_int64 offset, void *pointer) {
-    (void)file; (void)offset; (void)pointer;
-    return SQLITE_OK;
+static int passUnfetch(sqlite3_file *file, sqlite3_int64 offset, void *pointer) {
+    SETTLED(file, REAL(file)->pMethods->xUnfetch(REAL(file), offset, pointer));
+}
+
+static int logTruncate(sqlite3_file *file, sqlite3_int64 size) {
+    LogFile *log = (LogFile *)file;
+    int code = flushLog(log);
+    if (code != SQLITE_OK) return code;
+    if (size < log->highWater) log->highWater = size;
+    return log->real->pMethods->xTruncate(log->real, size);
 }
 
 static const sqlite3_io_methods logMethods = {
-    3,
-    logClose, logRead, logWrite, logTruncate, logSync, logFileSize,
-    logLock, logUnlock, logCheckReservedLock, logFileControl, logSectorSize, logDeviceCharacteristics,
-    logShmMap, logShmLock, logShmBarrier, logShmUnmap,
-    logFetch, logUnfetch,
+    3, logClose, passRead, logWrite, logTruncate, passSync, passFileSize,
+    passLock, passUnlock, passCheckReservedLock, passFileControl, passSectorSize, passDeviceCharacteristics,
+    passShmMap, passShmLock, passShmBarrier, passShmUnmap, passFetch, passUnfetch,
+};
+
+static const sqlite3_io_methods dbMethods = {
+    3, dbClose, dbRead, passWrite, passTruncate, passSync, passFileSize,
+    passLock, passUnlock, passCheckReservedLock, passFileControl, passSectorSize, passDeviceCharacteristics,
+    passShmMap, passShmLock, passShmBarrier, passShmUnmap, passFetch, passUnfetch,
 };
 
 static int larderOpen(sqlite3_vfs *vfs, const char *name, sqlite3_file *file, int flags, int *outFlags) {
     (void)vfs;
-    // Not a log: the default VFS's file, as it is, in the space this VFS asked for.
-    if ((flags & SQLITE_OPEN_WAL) == 0) return defaultVFS->xOpen(defaultVFS, name, file, flags, outFlags);
-    LogFile *log = (LogFile *)file;
-    memset(log, 0, sizeof(*log));
-    log->real = (sqlite3_file *)(log + 1);
-    int code = defaultVFS->xOpen(defaultVFS, name, log->real, flags, outFlags);
+    const sqlite3_io_methods *methods = (flags & SQLITE_OPEN_WAL) ? &logMethods
+        : (flags & SQLITE_OPEN_MAIN_DB) ? &dbMethods : NULL;
+    // Neither a log nor a main database: the default VFS's file, as it is, in the space this
+    // VFS asked for.
+    if (methods == NULL) return defaultVFS->xOpen(defaultVFS, name, file, flags, outFlags);
+    // Both kinds start with the file and the default VFS's file after the struct.
+    size_t size = methods == &logMethods ? sizeof(LogFile) : sizeof(DbFile);
+    memset(file, 0, size);
+    sqlite3_file *real = (sqlite3_file *)((unsigned char *)file + size);
+    if (methods == &logMethods) ((LogFile *)file)->real = real; else ((DbFile *)file)->real = real;
+    int code = defaultVFS->xOpen(defaultVFS, name, real, flags, outFlags);
     if (code != SQLITE_OK) {
-        if (log->real->pMethods != NULL) log->real->pMethods->xClose(log->real);
-        log->base.pMethods = NULL;
+        if (real->pMethods != NULL) real->pMethods->xClose(real);
+        file->pMethods = NULL;
         return code;
     }
-    log->base.pMethods = &logMethods;
+    file->pMethods = methods;
     return SQLITE_OK;
 }
 
@@ -291,7 +375,7 @@ static void registerVFS(void) {
     if (defaultVFS == NULL || defaultVFS->iVersion < 2 || defaultVFS->xCurrentTimeInt64 == NULL) return;
     larderVFS = (sqlite3_vfs){
         .iVersion = 2,
-        .szOsFile = (int)sizeof(LogFile) + defaultVFS->szOsFile,
+        .szOsFile = (int)(sizeof(LogFile) > sizeof(DbFile) ? sizeof(LogFile) : sizeof(DbFile)) + defaultVFS->szOsFile,
         .mxPathname = defaultVFS->mxPathname,
         .zName = "larder",
         .xOpen = larderOpen, .xDelete = larderDelete, .xAccess = larderAccess,
@@ -308,10 +392,11 @@ const char *larder_sqlite_vfs_name(void) {
     return registeredName;
 }
 
-int larder_sqlite_vfs_log_counts(sqlite3 *db, larder_sqlite_vfs_counts *out) {
+int larder_sqlite_vfs_counts_of(sqlite3 *db, int log, larder_sqlite_vfs_counts *out) {
     sqlite3_file *file = NULL;
-    if (sqlite3_file_control(db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &file) != SQLITE_OK) return 0;
-    if (file == NULL || file->pMethods != &logMethods) return 0;
-    *out = ((LogFile *)file)->counts;
+    int operation = log ? SQLITE_FCNTL_JOURNAL_POINTER : SQLITE_FCNTL_FILE_POINTER;
+    if (sqlite3_file_control(db, "main", operation, &file) != SQLITE_OK || file == NULL) return 0;
+    if (file->pMethods != (log ? &logMethods : &dbMethods)) return 0;
+    *out = log ? ((LogFile *)file)->counts : ((DbFile *)file)->counts;
     return 1;
 }
