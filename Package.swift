@@ -57,7 +57,8 @@ let package = Package(
         // C code of the project's own: the hardware CRC-32C (SSE4.2 with a runtime CPU check
         // and a portable fallback; per-function target attributes, no unsafeFlags).
         .target(name: "CLarderChecksum"),
-        // Larder's SQLite VFS: the default one, with each commit's log frames written at once.
+        // Larder's SQLite VFS: the default one, with each commit's log frames written at once and
+        // a database page read with the page after it.
         .target(name: "CLarderSQLiteVFS", dependencies: ["CSQLite"]),
         .target(
             name: "Larder",

@@ -5,30 +5,12 @@ import LarderTestSupport
 import Testing
 @testable import Larder
 
-/// A connection through Larder's VFS (as every `SQLiteConnection`) to a database in WAL mode with
-/// 2 KiB pages, as `DiskStore`'s index, and no automatic checkpoint: the log keeps every frame
-/// the tests count and copy until they copy it into the database themselves.
-func openThroughLarderVFS(_ url: URL) throws -> SQLiteConnection {
-    let connection = try SQLiteConnection(path: url.path)
-    try connection.execute("PRAGMA page_size = 2048")
-    try connection.execute("PRAGMA journal_mode = WAL")
-    try connection.execute("PRAGMA synchronous = NORMAL")
-    try connection.execute("PRAGMA wal_autocheckpoint = 0")
-    return connection
-}
-
-/// What Larder's VFS counted for `connection`'s log or main database file.
-func vfsCounts(of connection: SQLiteConnection, log: Bool) throws -> larder_sqlite_vfs_counts {
-    var counts = larder_sqlite_vfs_counts()
-    try #require(larder_sqlite_vfs_counts_of(connection.handle, log ? 1 : 0, &counts) == 1, "not opened through Larder's VFS")
-    return counts
-}
-
-/// Larder's SQLite VFS gathers the frames a commit appends to the write-ahead log into one
-/// write (CLarderSQLiteVFS). These tests hold it to what SQLite's own writes promised: every
-/// commit is in the log file before it returns, so another connection sees it at once and a
-/// copy of the files taken then recovers it; frames SQLite rewrites inside a transaction keep
-/// their order and checksums.
+/// Larder's SQLite VFS (CLarderSQLiteVFS) gathers the frames a commit appends to the
+/// write-ahead log into one write, and reads a database page with the page after it. These
+/// tests hold it to what SQLite's own calls promised: every commit is in the log file before it
+/// returns, so another connection sees it at once and a copy of the files taken then recovers
+/// it; frames SQLite rewrites inside a transaction keep their order and checksums; a page read
+/// ahead never reaches a read that could see the file changed.
 @Suite
 struct SQLiteVFSTests {
     let folder: TemporaryDirectory
@@ -37,12 +19,23 @@ struct SQLiteVFSTests {
         folder = try TemporaryDirectory("sqlite-vfs")
     }
 
+    /// A connection through Larder's VFS (as every `SQLiteConnection`) to a database in WAL
+    /// mode with 2 KiB pages, as `DiskStore`'s index, and no automatic checkpoint: the log
+    /// keeps every frame the tests count and copy until they copy it into the database.
     func open() throws -> SQLiteConnection {
-        try openThroughLarderVFS(folder.url.appendingPathComponent("db.sqlite"))
+        let connection = try SQLiteConnection(path: folder.url.appendingPathComponent("db.sqlite").path)
+        try connection.execute("PRAGMA page_size = 2048")
+        try connection.execute("PRAGMA journal_mode = WAL")
+        try connection.execute("PRAGMA synchronous = NORMAL")
+        try connection.execute("PRAGMA wal_autocheckpoint = 0")
+        return connection
     }
 
-    func counts(_ connection: SQLiteConnection) throws -> larder_sqlite_vfs_counts {
-        try vfsCounts(of: connection, log: true)
+    /// What Larder's VFS counted for `connection`'s log (`log`) or main database file.
+    func counts(_ connection: SQLiteConnection, log: Bool = true) throws -> larder_sqlite_vfs_counts {
+        var counts = larder_sqlite_vfs_counts()
+        try #require(larder_sqlite_vfs_counts_of(connection.handle, log ? 1 : 0, &counts) == 1, "not opened through Larder's VFS")
+        return counts
     }
 
     func insert(_ connection: SQLiteConnection, id: Int64, value: Data) throws {
@@ -160,7 +153,7 @@ struct SQLiteVFSTests {
 /// same transaction (any lock, shared-memory call or other read forgets it).
 extension SQLiteVFSTests {
     func databaseCounts(_ connection: SQLiteConnection) throws -> larder_sqlite_vfs_counts {
-        try vfsCounts(of: connection, log: false)
+        try counts(connection, log: false)
     }
 
     static func randomValue(_ seed: Int, count: Int) -> Data {

@@ -18,8 +18,8 @@ final class SQLiteConnection {
         _ = Self.processSetup
         var handle: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
-        // Larder's VFS (each commit's log frames in one write; see CLarderSQLiteVFS.h), or
-        // SQLite's default when it could not be registered.
+        // Larder's VFS (each commit's log frames in one write, a page read with the next; see
+        // CLarderSQLiteVFS.h), or SQLite's default when it could not be registered.
         let code = sqlite3_open_v2(path, &handle, flags, larder_sqlite_vfs_name())
         guard code == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code))
