@@ -51,8 +51,9 @@ typedef struct DbFile {
     sqlite3_file base;
     /// The default VFS's file, in the same allocation, right after this struct.
     sqlite3_file *real;
-    /// The page after the last page read, read with it: `aheadCount` bytes at `aheadOffset`
-    /// (none when 0), valid until the next call on the file of any kind.
+    /// Room for two pages. The page after the last page read, read with it, is its second
+    /// half: the `aheadCount` bytes of the file at `aheadOffset` (none when 0), valid until the
+    /// next call on the file of any kind.
     unsigned char *ahead;
     int aheadCapacity;
     int aheadCount;
@@ -113,7 +114,12 @@ static int logWrite(sqlite3_file *file, const void *data, int count, sqlite3_int
     }
     if (log->buffer == NULL) {
         log->buffer = malloc(BUFFER_CAPACITY);
-        if (log->buffer == NULL) return writeDirectly(log, data, count, offset);
+        if (log->buffer == NULL) {
+            // Nothing gathered, nothing to gather into: written as SQLite would, and a commit
+            // frame's header still marks its page for the flush of anything gathered later.
+            log->commitPending = isCommitFrameHeader(data, count);
+            return writeDirectly(log, data, count, offset);
+        }
     }
     if (log->used == 0) log->start = offset;
     memcpy(log->buffer + log->used, data, (size_t)count);
@@ -126,10 +132,12 @@ static int logWrite(sqlite3_file *file, const void *data, int count, sqlite3_int
     return SQLITE_OK;
 }
 
-/// Whether `count` bytes at `offset` are one whole database page (a power of two from 512 to
-/// 65536 bytes, at a multiple of itself).
-static int isPageRead(int count, sqlite3_int64 offset) {
-    return count >= 512 && count <= 65536 && (count & (count - 1)) == 0 && offset % count == 0;
+/// Whether `count` bytes at `offset` are one whole database page (a power of two from 512
+/// bytes, at a multiple of itself) that can be read with the next: two pages in one read of
+/// at most 64 KiB (the default VFS takes at most 128 KiB - 1 bytes a call: it cuts longer
+/// writes, and some versions longer reads).
+static int isPageToReadAhead(int count, sqlite3_int64 offset) {
+    return count >= 512 && count <= 32768 && (count & (count - 1)) == 0 && offset % count == 0;
 }
 
 static int dbRead(sqlite3_file *file, void *data, int count, sqlite3_int64 offset) {
@@ -142,7 +150,7 @@ static int dbRead(sqlite3_file *file, void *data, int count, sqlite3_int64 offse
         db->counts.readAheadHits += 1;
         return SQLITE_OK;
     }
-    if (!isPageRead(count, offset)) return db->real->pMethods->xRead(db->real, data, count, offset);
+    if (!isPageToReadAhead(count, offset)) return db->real->pMethods->xRead(db->real, data, count, offset);
     if (db->aheadCapacity < 2 * count) {
         unsigned char *buffer = realloc(db->ahead, 2 * (size_t)count);
         if (buffer == NULL) return db->real->pMethods->xRead(db->real, data, count, offset);
