@@ -231,16 +231,12 @@ extension Storage where Value: Sendable {
         let sharedToken = sharedTurns.token(for: key)
         for (position, tier) in self.tiers.enumerated() where tiers.contains(tier.tierID) {
             let read: TierEntry?
-            if sharedTierAt[position] != nil {
-                do {
-                    read = try await bytes(forKey: key.cacheKey, at: position)
-                } catch {
-                    counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
-                    failedSharedTiers?.withLock { _ = $0.insert(tier.tierID) }
-                    read = nil
-                }
-            } else {
+            do {
                 read = try await bytes(forKey: key.cacheKey, at: position)
+            } catch where sharedTierAt[position] != nil {
+                counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
+                failedSharedTiers?.withLock { _ = $0.insert(tier.tierID) }
+                read = nil
             }
             guard let found = read else {
                 counters.tier(tier.tierID).misses.add(1, ordering: .relaxed)

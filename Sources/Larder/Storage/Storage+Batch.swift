@@ -110,15 +110,12 @@ extension Storage where Value: Sendable {
             }
         }
         var read: [String: TierEntry] = [:]
+        let isShared = tier is any SharedCacheTier
         for cacheKey in cacheKeys {
-            if tier is any SharedCacheTier {
-                do {
-                    read[cacheKey] = try await bytes(forKey: cacheKey, in: tier)
-                } catch {
-                    counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
-                }
-            } else {
+            do {
                 read[cacheKey] = try await bytes(forKey: cacheKey, in: tier)
+            } catch where isShared {
+                counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
             }
         }
         return read
