@@ -22,16 +22,29 @@ struct DiskStoreDirectoryTests {
 
     /// A store holding an inline value, a value in a file, and an expiring one.
     func populatedStore() throws -> DiskStore {
-        // A first open sweeps in the background (a new store was never swept), and a sweep
-        // running while the test deletes the directory would race the deletion: sweep now.
-        let first = try makeStore()
-        _ = try first.removeOrphanedFiles()
-        first.close()
+        // (A store opened on a new directory starts no background sweep, which would race the
+        // deletions below: see the test after this one.)
         let store = try makeStore()
         try store.setValue(Data("small".utf8), forKey: "inline")
         try store.setValue(Data(repeating: 7, count: 10_000), forKey: "file")
         try store.setValue(Data("soon".utf8), forKey: "expiring", expiry: .seconds(3_600))
         return store
+    }
+
+    @Test func aStoreOnANewDirectoryRecordsTheSweepAsDone() throws {
+        // Given a clock stopped at one instant
+        let clock = TestClock()
+        // When a store opens a directory that does not exist yet (nothing in it can be an
+        // orphan of a crashed write)
+        let store = try DiskStore(directory: directory) { $0.now = clock.closure; $0.logHandler = nil }
+        defer { store.close() }
+        let opened = clock.peek
+        clock.advance(by: 60)
+        // Then its open records the orphan sweep as done at that instant (a sweep in the
+        // background would record a later one), so it starts none
+        let index = try SQLiteConnection(path: directory.appendingPathComponent("index.sqlite").path)
+        defer { index.close() }
+        #expect(try index.scalarInt64("SELECT value FROM meta WHERE name = 'last_sweep'") == opened.milliseconds)
     }
 
     /// Deletes the whole directory, then waits out the interval at which reads look at it.

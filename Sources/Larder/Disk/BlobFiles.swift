@@ -80,21 +80,27 @@ struct BlobFiles: Sendable {
         }
     }
 
-    /// Creates `blobs/` and `tmp/` (owner-only) when missing.
-    func createDirectories() throws {
-        for path in [blobsPath, tmpPath] {
-            try Self.makeDirectory(path)
-        }
+    /// Creates `blobs/` and `tmp/` (owner-only) when missing; returns whether both were created
+    /// now (so neither holds a file yet).
+    @discardableResult
+    func createDirectories() throws -> Bool {
+        let createdBlobs = try Self.makeDirectory(blobsPath)
+        let createdTmp = try Self.makeDirectory(tmpPath)
+        return createdBlobs && createdTmp
     }
 
-    static func makeDirectory(_ path: String) throws {
-        if mkdir(path, 0o700) == 0 { return }  // a new directory: nothing else to check
+    /// Creates the directory at `path` (owner-only) unless one is there; returns whether it
+    /// created it.
+    @discardableResult
+    static func makeDirectory(_ path: String) throws -> Bool {
+        if mkdir(path, 0o700) == 0 { return true }  // a new directory: nothing else to check
         if errno != EEXIST { throw ioError("creating directory", path) }
         var info = stat()
         guard stat(path, &info) == 0 else { throw ioError("inspecting directory", path) }
         guard (info.st_mode & S_IFMT) == S_IFDIR else {
             throw StorageError.io(operation: "creating directory", path: path, reason: "a file is in the way")
         }
+        return false
     }
 
     /// Writes all of `data` to `descriptor` (retrying short writes and EINTR); `path` names the

@@ -44,8 +44,8 @@ extension DiskStore {
             state.needsReopen = true
         }
         try Self.makeDirectories(directory)
-        try files.createDirectories()
-        let (index, _) = try Self.openIndex(in: directory, configuration: configuration)
+        let directoriesAreNew = try files.createDirectories()
+        let (index, _) = try Self.openIndex(in: directory, configuration: configuration, directoriesAreNew: directoriesAreNew)
         state.index = index
         setIndexIdentity(FileIdentity(path: indexPath), in: &state)
         state.needsReopen = false

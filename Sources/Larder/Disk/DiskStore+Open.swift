@@ -15,7 +15,12 @@ extension DiskStore {
         try self.init(directory: directory, configuration: configuration)
     }
 
-    static func openIndex(in directory: URL, configuration: Configuration) throws -> (DiskIndex, Bool) {
+    /// Opens (creating, or moving aside when damaged) the index in `directory`; returns it and
+    /// whether the directory needs the orphan sweep. `directoriesAreNew`: `blobs/` and `tmp/`
+    /// were created just now, so no file can be an orphan: the sweep is recorded as done.
+    static func openIndex(
+        in directory: URL, configuration: Configuration, directoriesAreNew: Bool
+    ) throws -> (DiskIndex, Bool) {
         let path = directory.appendingPathComponent("index.sqlite").path
         var recovered = false
         // A directory (or anything but a regular file) where the index or its WAL belongs is
@@ -50,6 +55,7 @@ extension DiskStore {
                 // only on this path.
                 if wasDirty { try index.recountTotals() }
                 try index.setMeta("dirty", 1)
+                if directoriesAreNew { try index.setMeta("last_sweep", now) }
             }
             return (index, wasDirty, lastSweep)
         }
@@ -67,7 +73,7 @@ extension DiskStore {
         }
 
         // A store that was not closed cleanly (or not swept for a day) sweeps in the background.
-        let needsSweep = recovered || opened.wasDirty || now - opened.lastSweep > 86_400_000
+        let needsSweep = !directoriesAreNew && (recovered || opened.wasDirty || now - opened.lastSweep > 86_400_000)
         return (opened.index, needsSweep)
     }
 

@@ -206,11 +206,12 @@ public final class DiskStore: Sendable {
         self.files = BlobFiles(root: self.directory, durable: configuration.durability == .durable)
 
         try Self.makeDirectories(self.directory)
-        try files.createDirectories()
+        let directoriesAreNew = try files.createDirectories()
 
         indexPath = self.directory.appendingPathComponent("index.sqlite").path
         canonicalDirectory = Self.canonicalPath(self.directory.path)
-        let (index, needsSweep) = try Self.openIndex(in: self.directory, configuration: configuration)
+        let (index, needsSweep) = try Self.openIndex(
+            in: self.directory, configuration: configuration, directoriesAreNew: directoriesAreNew)
         let identity = FileIdentity(path: indexPath)
         state = Locked(State(index: index, indexIdentity: identity))
         indexIdentityCopy = Locked(identity)
