@@ -335,9 +335,10 @@ struct HTTPImageFetcherTests {
                 try await fetcher.fetch(URL(string: "http://127.0.0.1:\(port)/\(index).png")!)
             }
         }
-        // When the host is back and the cooldown has passed, the first fetch succeeds
-        deadHost.release()
-        let server = try TestHTTPServer(port: port) { _, _ in
+        // When the host is back (listening on the socket that held the port, so the port is
+        // never free for another socket to take) and the cooldown has passed, the first fetch
+        // succeeds
+        let server = try TestHTTPServer(takingOver: deadHost) { _, _ in
             TestHTTPServer.Response(headers: [("Content-Type", "image/png")], body: png)
         }
         clock.advance(by: 6)

@@ -49,8 +49,7 @@ final class TestHTTPServer: Sendable {
     }
 
     /// Listens on 127.0.0.1 at `port` (0: a free port), answering with the request's headers at hand.
-    init(port: UInt16 = 0, requestHandler handler: @escaping RequestHandler) throws {
-        self.handler = handler
+    convenience init(port: UInt16 = 0, requestHandler handler: @escaping RequestHandler) throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.EIO) }
         var yes: Int32 = 1
@@ -59,14 +58,36 @@ final class TestHTTPServer: Sendable {
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address -> Bool in
-                bind(fd, address, length) == 0 && listen(fd, 64) == 0 && getsockname(fd, address, &length) == 0
-            }
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 }
         }
         guard bound else {
             close(fd)
+            throw POSIXError(.EADDRINUSE)
+        }
+        try self.init(listeningOn: fd, requestHandler: handler)
+    }
+
+    /// Starts listening on the port `reserved` holds, taking its socket over: the port is never
+    /// free in between, so no other socket (another test's server, a client's ephemeral port)
+    /// can take it, as it could between `reserved.release()` and a new server's `bind`.
+    convenience init(takingOver reserved: ReservedPort, handler: @escaping Handler) throws {
+        try self.init(listeningOn: reserved.takeDescriptor(), requestHandler: { path, attempt, _ in handler(path, attempt) })
+    }
+
+    /// Listens on `fd`, a bound socket it now owns (closed on failure).
+    private init(listeningOn fd: Int32, requestHandler handler: @escaping RequestHandler) throws {
+        self.handler = handler
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let listening = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address -> Bool in
+                listen(fd, 64) == 0 && getsockname(fd, address, &length) == 0
+            }
+        }
+        guard fd >= 0, listening else {
+            if fd >= 0 { close(fd) }
             throw POSIXError(.EADDRINUSE)
         }
         self.listener = fd
@@ -187,7 +208,14 @@ final class ReservedPort {
         port = UInt16(bigEndian: address.sin_port)
     }
 
-    /// Frees the port (for a server to listen on it). Idempotent.
+    /// Hands the bound socket to its new owner (``TestHTTPServer/init(takingOver:handler:)``);
+    /// -1 if it was released or handed over already.
+    func takeDescriptor() -> Int32 {
+        defer { descriptor = -1 }
+        return descriptor
+    }
+
+    /// Frees the port. Idempotent.
     func release() {
         guard descriptor >= 0 else { return }
         close(descriptor)
