@@ -78,6 +78,8 @@ final class TestHTTPServer: Sendable {
 
     /// Listens on `fd`, a bound socket it now owns (closed on failure).
     private init(listeningOn fd: Int32, requestHandler handler: @escaping RequestHandler) throws {
+        // -1: the reserved port's socket was released or handed over already.
+        guard fd >= 0 else { throw POSIXError(.EBADF) }
         self.handler = handler
         var address = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
@@ -86,9 +88,10 @@ final class TestHTTPServer: Sendable {
                 listen(fd, 64) == 0 && getsockname(fd, address, &length) == 0
             }
         }
-        guard fd >= 0, listening else {
-            if fd >= 0 { close(fd) }
-            throw POSIXError(.EADDRINUSE)
+        guard listening else {
+            let failure = POSIXErrorCode(rawValue: errno) ?? .EADDRINUSE
+            close(fd)
+            throw POSIXError(failure)
         }
         self.listener = fd
         self.port = UInt16(bigEndian: address.sin_port)
