@@ -26,19 +26,28 @@ struct MemcachedServer: Sendable {
     let scope: ChildProcessScope
     let extraArguments: [String]
 
-    /// Starts memcached in `scope` on a free port (or `port`) and waits until it accepts.
+    /// Starts memcached in `scope` on a free port (or `port`) and waits until it accepts. A
+    /// port of its own choosing that another process took before memcached bound it is
+    /// replaced by another (a few times); a given `port` is not.
     static func start(in scope: ChildProcessScope, port: Int? = nil, arguments: [String] = []) async throws -> MemcachedServer {
         guard let binary else {
             Issue.record("memcached is not installed (CI=true requires it): apt-get install -y memcached")
             throw CancellationError()
         }
-        let port = try port ?? freePort()
-        var args = ["-l", "127.0.0.1", "-p", "\(port)", "-U", "0", "-m", "64", "-t", "2"] + arguments
-        if getuid() == 0 { args += ["-u", "root"] }
-        let process = try scope.start(URL(fileURLWithPath: binary), arguments: args)
-        let server = MemcachedServer(process: process, port: port, scope: scope, extraArguments: arguments)
-        try await server.waitUntilAccepting()
-        return server
+        var attempt = 1
+        while true {
+            let chosen = try port ?? freePort()
+            var args = ["-l", "127.0.0.1", "-p", "\(chosen)", "-U", "0", "-m", "64", "-t", "2"] + arguments
+            if getuid() == 0 { args += ["-u", "root"] }
+            let process = try scope.start(URL(fileURLWithPath: binary), arguments: args)
+            let server = MemcachedServer(process: process, port: chosen, scope: scope, extraArguments: arguments)
+            do {
+                try await server.waitUntilAccepting()
+                return server
+            } catch let failure as TestFailure where port == nil && attempt < 3 && failure.description.contains("in use") {
+                attempt += 1
+            }
+        }
     }
 
     /// SIGKILLs the server and waits until it is reaped.
@@ -59,6 +68,7 @@ struct MemcachedServer: Sendable {
         while ContinuousClock.now < end {
             if Self.canConnect(port: port) { return }
             if !process.isRunning {
+                await process.waitForOutput(timeout: .seconds(5))
                 throw TestFailure("memcached exited: \(process.standardError)")
             }
             try await Task.sleep(for: .milliseconds(10))
@@ -80,21 +90,55 @@ struct MemcachedServer: Sendable {
         }
     }
 
-    /// A port nothing listens on now (bound to port 0, then released).
+    /// A loopback port nothing listens on now, below the kernel's ephemeral range when it can.
+    ///
+    /// A port the kernel hands out for port 0 comes from the ephemeral range, which is also
+    /// where outgoing connections take their local ports: between its release here and
+    /// memcached's bind, or while a killed server is down and clients keep reconnecting to it,
+    /// one of them could take it (and a client reconnecting from that very port connects to
+    /// itself). Below the range no outgoing connection goes; a port is handed out once per
+    /// process, so two servers of this process never race for one.
     static func freePort() throws -> Int {
+        let ephemeralStart = ephemeralPortRange()?.lowerBound ?? 32_768
+        if ephemeralStart > 11_000 {
+            for _ in 0..<500 {
+                let candidate = Int.random(in: 10_000..<ephemeralStart)
+                guard handedOut.withLock({ $0.insert(candidate).inserted }) else { continue }
+                if let port = try bindLoopback(port: candidate) { return port }
+            }
+        }
+        guard let port = try bindLoopback(port: 0) else { throw TestFailure("bind to a loopback port failed") }
+        return port
+    }
+
+    /// Ports ``freePort()`` returned in this process.
+    private static let handedOut = Mutex<Set<Int>>([])
+
+    /// `net.ipv4.ip_local_port_range`, if readable.
+    static func ephemeralPortRange() -> ClosedRange<Int>? {
+        guard let text = try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8) else {
+            return nil
+        }
+        let bounds = text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).compactMap { Int($0) }
+        guard bounds.count == 2, bounds[0] <= bounds[1] else { return nil }
+        return bounds[0]...bounds[1]
+    }
+
+    /// Binds a socket to 127.0.0.1:`port` and releases it; the port bound (the kernel's
+    /// choice for 0), or `nil` when the bind failed.
+    private static func bindLoopback(port: Int) throws -> Int? {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TestFailure("socket failed") }
         defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
         }
-        guard bound else { throw TestFailure("bind failed") }
-        return Int(UInt16(bigEndian: address.sin_port))
+        return bound ? Int(UInt16(bigEndian: address.sin_port)) : nil
     }
 }
 
