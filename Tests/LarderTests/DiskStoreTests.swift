@@ -462,6 +462,58 @@ struct DiskStoreTests {
         #expect(names.contains { $0.hasPrefix("index.sqlite.corrupt-") })
     }
 
+    /// Damage to an object's SQL that SQLite still parses: a trigger that names a column that
+    /// is not there fails every statement that fires it, from the open on, unless the open
+    /// finds it (the long run's corruption matrix met this as "no such column: OLD.siz\u{FFFD}").
+    @Test(arguments: ["OLD.size", "OLD.rowid", "NEW.size"])
+    func aDamagedTriggerInTheSchemaIsMovedAsideAndTheStoreStartsEmpty(text: String) throws {
+        do {
+            let store = try makeStore()
+            for index in 0..<20 { try store.setValue(Data("v\(index)".utf8), forKey: "k\(index)") }
+            store.close()
+        }
+        // Every occurrence of `text` in the file (the schema's SQL) gets its last byte damaged
+        let index = folder.url.appendingPathComponent("index.sqlite")
+        var bytes = try Data(contentsOf: index)
+        let needle = Data(text.utf8)
+        var damaged = 0
+        var start = bytes.startIndex
+        while let found = bytes[start...].firstRange(of: needle) {
+            bytes[found.upperBound - 1] = 0xEF
+            damaged += 1
+            start = found.upperBound
+        }
+        #expect(damaged > 0, "\(text) is not in the schema")
+        try bytes.write(to: index)
+        try? FileManager.default.removeItem(at: folder.url.appendingPathComponent("index.sqlite-wal"))
+        // Then the store opens, empty, with the damaged index moved aside, and works
+        let logged = Mutex<[String]>([])
+        let store = try makeStore { $0.logHandler = { line in logged.withLock { $0.append(line) } } }
+        #expect(try store.value(forKey: "k1") == nil)
+        #expect(store.totalCount == 0)
+        try store.setValue(Data("fresh".utf8), forKey: "k1")
+        #expect(try store.removeValue(forKey: "k1"))
+        try store.setValue(Data("again".utf8), forKey: "k1")
+        #expect(try store.value(forKey: "k1") == Data("again".utf8))
+        let names = try FileManager.default.contentsOfDirectory(atPath: folder.url.path)
+        #expect(names.contains { $0.hasPrefix("index.sqlite.corrupt-") })
+        #expect(logged.withLock { $0 }.contains { $0.contains("schema differs") })
+    }
+
+    @Test func statisticsTablesOfAnalyzeDoNotMakeTheSchemaForeign() throws {
+        do {
+            let store = try makeStore()
+            for index in 0..<20 { try store.setValue(Data("v\(index)".utf8), forKey: "k\(index)") }
+            store.close()
+        }
+        let connection = try SQLiteConnection(path: folder.url.appendingPathComponent("index.sqlite").path)
+        try connection.execute("ANALYZE")
+        connection.close()
+        let store = try makeStore()
+        #expect(try store.value(forKey: "k7") == Data("v7".utf8))
+        #expect(store.totalCount == 20)
+    }
+
     @Test func orphanedFilesAreSweptAfterTheGracePeriod() throws {
         let store = try makeStore { $0.inlineThreshold = 0 }
         try store.setValue(Self.bytes(100), forKey: "kept")

@@ -186,6 +186,7 @@ final class DiskIndex {
         // stays in memory instead of being read back page by page.
         try connection.execute("PRAGMA cache_size = -16384")
         try Self.migrate(connection)
+        try Self.verifySchema(connection)
         reads = try DiskIndexReader(connection: connection)
 
         let columns = "key, hash, file, size, original_size, encoding, crc, crc_kind, created, accessed, seq, expires, data, metadata, sliding"
@@ -445,17 +446,66 @@ final class DiskIndex {
                 try connection.execute(schema1)
                 current = 1
             }
-            if current == 1 {
-                try connection.execute(upgrade1To2)
-                current = 2
+            // The upgrades run fixed SQL against the schema they expect: one that fails as SQL
+            // (a table, column or trigger not there) met a schema that is not ours.
+            do {
+                if current == 1 {
+                    try connection.execute(upgrade1To2)
+                    current = 2
+                }
+                if current == 2 {
+                    try connection.execute(upgrade2To3)
+                    current = 3
+                }
+                if current == 3 {
+                    try connection.execute(upgrade3To4)
+                }
+            } catch let error as StorageError where (error.sqliteResultCode ?? 0) & 0xFF == SQLITE_ERROR {
+                throw ForeignIndexError(reason: "schema version \(current) could not be upgraded (\(error))")
             }
-            if current == 2 {
-                try connection.execute(upgrade2To3)
-                current = 3
+        }
+    }
+
+    /// One object of a schema as `sqlite_schema` holds it (its root page aside).
+    struct SchemaObject: Equatable {
+        var type: String
+        var name: String
+        var table: String
+        var sql: String
+    }
+
+    /// Checks that the schema's tables, indexes and triggers are, text for text, the ones this
+    /// version makes: every index is created as schema 1 and upgraded by the same statements,
+    /// so all have one shape. A damaged byte in an object's SQL that SQLite still parses (a
+    /// trigger naming `OLD.siz\u{FFFD}`) would otherwise fail every statement that touches the
+    /// object, from the open on; this way the open finds it, and the index is moved aside as a
+    /// foreign one. (Statistics tables that `ANALYZE` adds are not compared.)
+    private static func verifySchema(_ connection: SQLiteConnection) throws {
+        let expected = try referenceSchema.get()
+        let found = try schemaObjects(connection)
+        guard found != expected else { return }
+        let differing = zip(found, expected).first { $0 != $1 }.map { "\($0.0.type) \($0.0.name)" }
+            ?? "the number of objects (\(found.count), not \(expected.count))"
+        throw ForeignIndexError(reason: "the schema differs from schema \(schemaVersion)'s at \(differing)")
+    }
+
+    /// The schema a new index gets, made once per process in an in-memory database.
+    private static let referenceSchema = Result { () throws -> [SchemaObject] in
+        let connection = try SQLiteConnection(path: ":memory:")
+        defer { connection.close() }
+        try migrate(connection)
+        return try schemaObjects(connection)
+    }
+
+    private static func schemaObjects(_ connection: SQLiteConnection) throws -> [SchemaObject] {
+        let sql = "SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_schema WHERE name NOT LIKE 'sqlite_stat%' ORDER BY name"
+        return try connection.statement(sql).withReset { statement in
+            var objects: [SchemaObject] = []
+            while try statement.step() {
+                objects.append(SchemaObject(
+                    type: statement.string(0), name: statement.string(1), table: statement.string(2), sql: statement.string(3)))
             }
-            if current == 3 {
-                try connection.execute(upgrade3To4)
-            }
+            return objects
         }
     }
 
