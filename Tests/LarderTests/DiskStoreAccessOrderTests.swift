@@ -105,6 +105,60 @@ struct DiskStoreAccessOrderTests {
         #expect(try store.keys() == [keys[readOrder[readOrder.count - 1]], keys[readOrder[readOrder.count - 2]]].sorted())
     }
 
+    @Test func rereadsOfAFewRowsWaitUntilFourBatchesOfReadsThenRankInTheirLastOrder() throws {
+        // Given three keys, written at one frozen instant (so only counts make the log due)
+        let store = try makeStore { $0.ranksReadsInBackground = false }
+        let keys = ["a", "b", "c"]
+        for key in keys { try store.setValue(Data(key.utf8), forKey: key) }
+        let lastWritten = try query("SELECT max(seq) FROM access")[0][0]
+        let rankedSQL = "SELECT e.key FROM access a JOIN entries e ON e.rowid = a.entry WHERE a.seq > \(lastWritten) ORDER BY a.seq"
+        func ranked() throws -> [String] {
+            let connection = try SQLiteConnection(path: folder.url.appendingPathComponent("index.sqlite").path)
+            defer { connection.close() }
+            return try connection.statement(rankedSQL).withReset { statement in
+                var keys: [String] = []
+                while try statement.step() { keys.append(statement.string(0)) }
+                return keys
+            }
+        }
+        // When all but three of four batches' worth of reads are logged (far more than one
+        // batch's worth of reads, of three rows)
+        for index in 0..<(DiskStore.accessFlushReads - 3) { _ = try store.value(forKey: keys[index % 3]) }
+        // Then nothing is ranked yet: three rows are far from a batch of distinct rows
+        #expect(try ranked() == [])
+        // When the last three reads are c, a, b
+        for key in ["c", "a", "b"] { _ = try store.value(forKey: key) }
+        // Then they were ranked on this thread, each row once, at its last read
+        #expect(try ranked() == ["c", "a", "b"])
+        #expect(try query("SELECT count(*) FROM access WHERE seq > \(lastWritten)")[0][0] == 3)
+        // And a trim keeps the two read last
+        try store.trim(toCount: 2)
+        #expect(try store.keys() == ["a", "b"])
+    }
+
+    @Test func pendingRowsCountDistinctRowsAndNeverForgetOne() {
+        var rows = PendingRows()
+        #expect(!rows.mayContain(7))
+        for _ in 0..<3 { for rowID in Int64(1)...1_000 { rows.insert(rowID * 7) } }
+        #expect(rows.count == 1_000)
+        #expect(!rows.isFull)
+        #expect((Int64(1)...1_000).allSatisfy { rows.mayContain($0 * 7) })
+        #expect((Int64(1)...1_000).filter { rows.mayContain($0 * 7 + 1) }.isEmpty)
+        // Full at a batch of distinct rows: then every row may be pending
+        for rowID in Int64(1_001)...Int64(DiskStore.accessFlushCount) { rows.insert(rowID * 7) }
+        #expect(rows.count == DiskStore.accessFlushCount)
+        #expect(rows.isFull)
+        #expect(rows.mayContain(3))
+        rows.insert(Int64(DiskStore.accessFlushCount + 1) * 7)
+        #expect(rows.count == DiskStore.accessFlushCount)
+        // Emptied, it counts afresh
+        rows.removeAll()
+        #expect(rows.count == 0)
+        #expect(!rows.mayContain(7))
+        rows.insert(.min)
+        #expect(rows.isFull)
+    }
+
     @Test func writesAndReadsInterleaveInTheirOrder() throws {
         // Given a, b, c written, a read, then d written: b is the least recent and goes
         let store = try makeStore { $0.countLimit = 3 }
@@ -435,7 +489,7 @@ struct DiskStoreAccessCorruptionTests {
         default:
             // Reads fill the log, whose ranking (on this thread, or on the I/O queue while the
             // reads go on and meet the reset) reads the damaged pages. No read throws.
-            for _ in 0..<(DiskStore.accessFlushCount / 2 + 1) {
+            for _ in 0..<(DiskStore.accessFlushReads / 2 + 1) {
                 _ = try store.value(forKey: "k0")
                 _ = try store.value(forKey: "k1")
             }

@@ -165,13 +165,14 @@ private func runDiskPolicyCase(
 /// one thread, then `n` gets on each of two threads (scattered orders offset from each other).
 /// Reported as the case `disk.get-hit(<size>, 2 threads)`, contenders `larder` (both threads'
 /// ops/s together) and `1thread`.
-func runParallelReads(_ store: DiskStore, order: [String], bytes: Int, label: String) throws {
-    try runParallelReads([store, store], order: order, bytes: bytes, label: label)
+func runParallelReads(_ store: DiskStore, order: [String], bytes: Int, label: String, passes: Int = 1) throws {
+    try runParallelReads([store, store], order: order, bytes: bytes, label: label, passes: passes)
 }
 
-/// ``runParallelReads(_:order:bytes:label:)`` where thread `i` reads `stores[i]` (one thread:
+/// ``runParallelReads(_:order:bytes:label:passes:)`` where thread `i` reads `stores[i]` (one thread:
 /// `stores[0]`); with two different stores the case is `disk.get-hit(<size>, 2 threads, 2 stores)`.
-func runParallelReads(_ stores: [DiskStore], order: [String], bytes: Int, label: String) throws {
+/// Each phase reads its keys `passes` times (a longer window, with more rankings in it).
+func runParallelReads(_ stores: [DiskStore], order: [String], bytes: Int, label: String, passes: Int = 1) throws {
     let n = order.count
     let separate = stores[0] !== stores[1]
     let name = separate ? "\(label), 2 threads, 2 stores" : "\(label), 2 threads"
@@ -185,22 +186,26 @@ func runParallelReads(_ stores: [DiskStore], order: [String], bytes: Int, label:
     // Cores busy (process CPU time over wall time) in each phase: one reading thread already
     // keeps more than one core busy, because its reads are ranked on a background thread.
     var cpu = processCPUSeconds()
-    let one = measure { readAll(offset: 0, store: stores[0]) }
+    let one = measure { for _ in 0..<passes { readAll(offset: 0, store: stores[0]) } }
     let oneCPU = processCPUSeconds() - cpu
     cpu = processCPUSeconds()
     let two = measure {
-        DispatchQueue.concurrentPerform(iterations: 2) { thread in readAll(offset: thread * n / 2, store: stores[thread]) }
+        DispatchQueue.concurrentPerform(iterations: 2) { thread in
+            for _ in 0..<passes { readAll(offset: thread * n / 2, store: stores[thread]) }
+        }
     }
     let twoCPU = processCPUSeconds() - cpu
-    report("disk.get-hit(\(name))", "1thread", ops: n, seconds: one)
-    report("disk.get-hit(\(name))", "larder", ops: 2 * n, seconds: two)
+    report("disk.get-hit(\(name))", "1thread", ops: n * passes, seconds: one)
+    report("disk.get-hit(\(name))", "larder", ops: 2 * n * passes, seconds: two)
     report("disk.get-hit(\(name), cores busy)", "1thread", value: oneCPU / one, unit: "cores")
     report("disk.get-hit(\(name), cores busy)", "2threads", value: twoCPU / two, unit: "cores")
 }
 
 /// Only the two-thread reads (`cases=threads`): for each of 100 B and 4 KiB, `n` values set and
-/// read once in a scattered order, then ``runParallelReads(_:order:bytes:label:)``.
+/// read once in a scattered order, then ``runParallelReads(_:order:bytes:label:passes:)`` with
+/// `threadpasses` passes (default 1, as in the full run).
 func runParallelReadCases(_ arguments: Arguments, root: URL) throws {
+    let passes = max(1, arguments.int("threadpasses", default: 1))
     for (bytes, label, countKey) in Workload.sizes where bytes <= 4_096 {
         let n = arguments.int(countKey, default: 1000)
         let base = Workload.randomBytes(bytes)
@@ -216,11 +221,12 @@ func runParallelReadCases(_ arguments: Arguments, root: URL) throws {
             return (contender, directory)
         }
         let first = try filledStore("threads-\(label)")
-        try runParallelReads(first.contender.store, order: order, bytes: bytes, label: label)
+        try runParallelReads(first.contender.store, order: order, bytes: bytes, label: label, passes: passes)
         // The same two threads, each reading a store of its own (a second copy of the keys in
         // another directory): what two readers scale to when they share nothing in Larder.
         let second = try filledStore("threads-\(label)-other")
-        try runParallelReads([first.contender.store, second.contender.store], order: order, bytes: bytes, label: label)
+        try runParallelReads(
+            [first.contender.store, second.contender.store], order: order, bytes: bytes, label: label, passes: passes)
         for made in [second, first] {
             made.contender.close()
             try? FileManager.default.removeItem(at: made.directory)

@@ -74,9 +74,9 @@ extension DiskStore {
         /// How long a call waits for another connection's write lock (another thread's or
         /// process's store on the same directory). Defaults to 10 seconds.
         public var busyTimeout: Duration
-        /// Where a due batch of logged reads (16,384 reads, or 2 seconds' worth) is written to the
-        /// index: `true` on Larder's I/O queue, so that no read waits for it; `false` on the
-        /// thread of the read that filled the batch. Either way writes, trims and `close()` rank
+        /// Where a due batch of logged reads (reads of 16,384 distinct entries, 65,536 reads, or
+        /// 2 seconds' worth) is written to the index: `true` on Larder's I/O queue, so that no
+        /// read waits for it; `false` on the thread of the read that filled the batch. Either way writes, trims and `close()` rank
         /// every logged read first, so least-recently-used order stays exact, and a reader that
         /// finds four batches still waiting ranks them itself. Defaults to `true`.
         public var ranksReadsInBackground: Bool

@@ -249,7 +249,7 @@ extension DiskStore {
         while true {
             let ranked = flushLoggedReads()
             let again = readers.withLock { pool in
-                let full = max(pool.log.pending.count, pool.log.extensions.count) >= Self.accessFlushCount
+                let full = pool.log.isFull
                 if ranked && full && !pool.isClosed { return true }
                 pool.log.isRankingInBackground = false
                 return false
@@ -302,6 +302,7 @@ extension DiskStore {
             pool.log.reservedSequences = due.sequences.count == due.accesses.count
                 ? due.sequences + pool.log.reservedSequences : due.sequences
             pool.log.pending.insert(contentsOf: due.accesses, at: 0)
+            for access in due.accesses { pool.log.pendingRows.insert(access.rowID) }
             if pool.log.pending.count > Self.accessBacklogLimit {
                 let dropped = pool.log.pending.count - Self.accessBacklogLimit
                 pool.log.pending.removeFirst(dropped)
@@ -368,7 +369,7 @@ extension DiskStore {
     /// a removed entry whose row id SQLite gave the new one, and would bump its counter.
     func discardPendingReads(ofNewRow rowID: Int64) {
         readers.withLock { pool in
-            guard pool.log.pending.contains(where: { $0.rowID == rowID }) else { return }
+            guard pool.log.pendingRows.mayContain(rowID), pool.log.pending.contains(where: { $0.rowID == rowID }) else { return }
             // Reserved numbers belong to a prefix of the reads (S3-FIFO's log has none): they
             // go with their reads.
             var reads: [DiskIndex.Access] = [], sequences: [Int64] = []
@@ -487,9 +488,17 @@ extension DiskStore.ReadLog {
     mutating func logHit(_ access: DiskIndex.Access) -> Bool {
         hits += 1
         pending.append(access)
+        pendingRows.insert(access.rowID)
         let oldest = oldestPending ?? access.time
         oldestPending = oldest
-        return pending.count >= DiskStore.accessFlushCount || access.time - oldest >= DiskStore.accessFlushDelay
+        return pendingRows.isFull || pending.count >= DiskStore.accessFlushReads
+            || access.time - oldest >= DiskStore.accessFlushDelay
+    }
+
+    /// Whether the log holds a full batch: ``DiskStore/accessFlushCount`` distinct rows read,
+    /// ``DiskStore/accessFlushReads`` reads, or ``DiskStore/accessFlushCount`` renewals.
+    var isFull: Bool {
+        pendingRows.isFull || pending.count >= DiskStore.accessFlushReads || extensions.count >= DiskStore.accessFlushCount
     }
 
     /// What to do about a log that is `due` (full or old enough): nothing while a background
@@ -511,10 +520,72 @@ extension DiskStore.ReadLog {
     mutating func takePending() -> DiskIndex.PendingReads {
         let due = DiskIndex.PendingReads(accesses: pending, sequences: reservedSequences, extensions: extensions)
         pending = []
+        pendingRows.removeAll()
         reservedSequences = []
         pending.reserveCapacity(DiskStore.accessFlushCount)
         extensions = []
         oldestPending = nil
         return due
+    }
+}
+
+/// The distinct row ids among a read log's pending reads, counted up to
+/// ``DiskStore/accessFlushCount``: an open-addressing set with Fibonacci hashing (as
+/// ``DiskIndex/lastReads(_:)``), at most half full. Once full it records nothing more and
+/// answers "maybe" for every row: the log is then due, and only a ranking empties it.
+struct PendingRows {
+    private var slots: [Int64] = []
+    private(set) var count = 0
+    private static let bits = 1 + DiskStore.accessFlushCount.trailingZeroBitCount
+    private static let mask = (1 << bits) - 1
+    /// Never an automatic row id (those start at 1).
+    private static let empty = Int64.min
+
+    /// Whether ``DiskStore/accessFlushCount`` distinct rows (or a row id that cannot be
+    /// recorded) were inserted since the set was last emptied.
+    var isFull: Bool { count >= DiskStore.accessFlushCount }
+
+    mutating func insert(_ rowID: Int64) {
+        guard !isFull else { return }
+        guard rowID != Self.empty else {
+            count = DiskStore.accessFlushCount
+            return
+        }
+        if slots.isEmpty { slots = [Int64](repeating: Self.empty, count: 1 << Self.bits) }
+        var slot = Self.slot(of: rowID)
+        while true {
+            let found = slots[slot]
+            if found == rowID { return }
+            if found == Self.empty {
+                slots[slot] = rowID
+                count += 1
+                return
+            }
+            slot = (slot + 1) & Self.mask
+        }
+    }
+
+    /// `false` only when no pending read is of `rowID`.
+    func mayContain(_ rowID: Int64) -> Bool {
+        if isFull { return true }
+        guard !slots.isEmpty else { return false }
+        var slot = Self.slot(of: rowID)
+        while true {
+            let found = slots[slot]
+            if found == rowID { return true }
+            if found == Self.empty { return false }
+            slot = (slot + 1) & Self.mask
+        }
+    }
+
+    /// Empties the set, keeping its storage.
+    mutating func removeAll() {
+        guard count > 0 else { return }
+        slots.withUnsafeMutableBufferPointer { $0.update(repeating: Self.empty) }
+        count = 0
+    }
+
+    private static func slot(of rowID: Int64) -> Int {
+        Int(truncatingIfNeeded: (UInt64(bitPattern: rowID) &* 0x9E37_79B9_7F4A_7C15) >> UInt64(64 - bits))
     }
 }

@@ -137,6 +137,8 @@ public final class DiskStore: Sendable {
         var hits = 0
         var misses = 0
         var pending: [DiskIndex.Access] = []
+        /// The distinct rows of `pending`, counted up to ``DiskStore/accessFlushCount``.
+        var pendingRows = PendingRows()
         /// The sequence numbers that writes reserved for the first `reservedSequences.count`
         /// pending reads (one per read, in order): a write of this process ranks after the
         /// reads logged before it without ranking them itself (see
@@ -149,22 +151,26 @@ public final class DiskStore: Sendable {
         var isRankingInBackground = false
     }
 
-    /// Recorded reads wait in memory until this many are pending… (A ranking rewrites the
-    /// pages of `access` its reads touch: 4,096 reads of a 15,000-entry index share most
-    /// pages, which made a ranked read cost about half what it did at 512. And each ranking
+    /// Recorded reads wait in memory until they name this many distinct rows… (A ranking
+    /// rewrites the pages of `access` its reads touch: 4,096 reads of a 15,000-entry index share
+    /// most pages, which made a ranked read cost about half what it did at 512. And each ranking
     /// commits, which makes every pooled reader drop its page cache and fetch its pages again:
     /// at 16,384 rather than 4,096, one thread read a 40,000-entry index 1.95x as fast, two
     /// threads 1.41x.)
     static let accessFlushCount = 16_384
+    /// …or this many reads are pending (a ranking writes each row once, at its last read, so
+    /// reads of a hot set cost it little: four reads of each row cost a quarter of what four
+    /// rankings of one read each would)…
+    static let accessFlushReads = 4 * accessFlushCount
     /// …or the oldest has waited this long (milliseconds), or an eviction or trim needs them
     /// (or a write, while another store has the directory open).
     static let accessFlushDelay: Int64 = 2_000
     /// A reader that finds this many reads waiting while a background ranking runs ranks them
     /// itself, so the log cannot outgrow the ranking.
-    static let accessInlineBacklog = 4 * accessFlushCount
+    static let accessInlineBacklog = 2 * accessFlushReads
     /// At most this many unranked reads are kept when flushing them keeps failing (another
     /// process holding the write lock); older ones are dropped.
-    static let accessBacklogLimit = 8 * accessFlushCount
+    static let accessBacklogLimit = 4 * accessFlushReads
     /// The longest a pooled reader keeps one snapshot (seconds; see
     /// ``DiskIndexReader/startRead(lingering:now:)``), and the delay after which idle readers
     /// end theirs.

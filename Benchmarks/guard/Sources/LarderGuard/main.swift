@@ -82,11 +82,12 @@ case "disk-get-hit-s3fifo-hot":
     // Hits on entries already read three times under `.s3fifo` (their counters saturated and
     // their last use recent): such reads are counted and not logged, so they write nothing.
     let store = try makeDiskStore(policy: .s3fifo, fixedClock: true)
-    // 16,384 reads, every key sixteen times and more: the log is ranked after exactly that
-    // many, which leaves every counter saturated and nothing logged.
+    // 16,384 reads, every key sixteen times and more, then a trim that removes nothing but
+    // ranks the logged reads first: every counter saturated, nothing left logged.
     for read in 0..<16_384 {
         guard try store.value(forKey: key("k", read % residents)) != nil else { fatalError("miss") }
     }
+    try store.trim(toCount: residents)
     body = { index in
         guard try store.value(forKey: key("k", index * 7_919 % residents))?.count == 100 else { fatalError("miss") }
     }
