@@ -76,9 +76,10 @@ extension DiskStore {
         public var busyTimeout: Duration
         /// Where a due batch of logged reads (reads of 16,384 distinct entries, 65,536 reads, or
         /// 2 seconds' worth) is written to the index: `true` on Larder's I/O queue, so that no
-        /// read waits for it; `false` on the thread of the read that filled the batch. Either way writes, trims and `close()` rank
-        /// every logged read first, so least-recently-used order stays exact, and a reader that
-        /// finds four batches still waiting ranks them itself. Defaults to `true`.
+        /// read waits for it; `false` on the thread of the read that filled the batch. Either
+        /// way writes, trims and `close()` rank every logged read first, so least-recently-used
+        /// order stays exact, and a reader that finds 131,072 reads still waiting ranks them
+        /// itself. Defaults to `true`.
         public var ranksReadsInBackground: Bool
         /// The clock used for expiry and access times. Defaults to the system clock.
         public var now: @Sendable () -> Date
