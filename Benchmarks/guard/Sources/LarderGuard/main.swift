@@ -50,15 +50,15 @@ func openDiskStore(_ configure: (inout DiskStore.Configuration) -> Void) throws 
     return try DiskStore(directory: directory, configuration: configuration)
 }
 
-func makeDiskStore(policy: EvictionPolicy = .lru, fixedClock: Bool = false) throws -> DiskStore {
+/// One instant for the disk stores' setup and reads: what a read does must not depend on how
+/// fast callgrind runs (whether a read is recent enough to go unlogged under `.s3fifo`, whether
+/// the log's oldest read is old enough to rank it, 2 s after it, inside the measured reads).
+let fixedInstant = Date(timeIntervalSince1970: 1_800_000_000)
+
+func makeDiskStore(policy: EvictionPolicy = .lru) throws -> DiskStore {
     let store = try openDiskStore { configuration in
         configuration.policy = policy
-        if fixedClock {
-            // One instant for setup and reads: whether a read is recent enough to go unlogged
-            // must not depend on how fast callgrind runs.
-            let instant = Date(timeIntervalSince1970: 1_800_000_000)
-            configuration.now = { instant }
-        }
+        configuration.now = { fixedInstant }
         // Ranked on the reading thread: the count then includes each read's share of its
         // batch's ranking, which on Larder's I/O queue would run outside the measured thread.
         configuration.ranksReadsInBackground = false
@@ -81,7 +81,7 @@ case "disk-get-hit-s3fifo":
 case "disk-get-hit-s3fifo-hot":
     // Hits on entries already read three times under `.s3fifo` (their counters saturated and
     // their last use recent): such reads are counted and not logged, so they write nothing.
-    let store = try makeDiskStore(policy: .s3fifo, fixedClock: true)
+    let store = try makeDiskStore(policy: .s3fifo)
     // 16,384 reads, every key sixteen times and more, then a trim that removes nothing but
     // ranks the logged reads first: every counter saturated, nothing left logged.
     for read in 0..<16_384 {
@@ -98,6 +98,7 @@ case "storage-get-hit", "storage-get-miss":
     var configuration = Storage<String, Data>.Configuration(directory: directory, defaultTiers: .disk)
     configuration.disk.logHandler = nil
     configuration.disk.ranksReadsInBackground = false
+    configuration.now = { fixedInstant }
     let storage = try Storage(configuration: configuration, transformer: .data)
     for index in 0..<residents { try storage.setValue(value(index), forKey: key("k", index)) }
     if operation == "storage-get-hit" {
