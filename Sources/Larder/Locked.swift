@@ -32,8 +32,17 @@ package final class Locked<Value>: @unchecked Sendable {
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
     @usableFromInline let storage: UnsafeMutablePointer<Value>
 
-    package init(_ value: sending Value, spinsBeforeSleeping: Bool = false) {
-        mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    package init(_ value: sending Value, spinsBeforeSleeping: Bool = false, ownsCacheLines: Bool = false) {
+        if ownsCacheLines {
+            // Each in memory of its own, from a cache-line boundary to the next: a lock one
+            // thread takes over and over stays in that thread's core even while other threads
+            // take locks allocated beside it.
+            mutex = Self.allocateOwningCacheLines(pthread_mutex_t.self)
+            storage = Self.allocateOwningCacheLines(Value.self)
+        } else {
+            mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+            storage = UnsafeMutablePointer<Value>.allocate(capacity: 1)
+        }
         var attributes = pthread_mutexattr_t()
         pthread_mutexattr_init(&attributes)
         #if canImport(Glibc)
@@ -43,8 +52,15 @@ package final class Locked<Value>: @unchecked Sendable {
         let status = pthread_mutex_init(mutex, &attributes)
         pthread_mutexattr_destroy(&attributes)
         precondition(status == 0, "pthread_mutex_init failed (\(status))")
-        storage = UnsafeMutablePointer<Value>.allocate(capacity: 1)
         storage.initialize(to: value)
+    }
+
+    /// Two cache lines' worth (adjacent-line prefetch pairs lines on x86), or as many as `type` needs.
+    private static func allocateOwningCacheLines<T>(_ type: T.Type) -> UnsafeMutablePointer<T> {
+        let line = 128
+        let size = (MemoryLayout<T>.stride + line - 1) / line * line
+        return UnsafeMutableRawPointer.allocate(byteCount: max(size, line), alignment: line)
+            .bindMemory(to: T.self, capacity: 1)
     }
 
     deinit {

@@ -383,9 +383,11 @@ struct DiskStoreAccessOrderTests {
         #expect(wrong == 0)
         #expect(store.statistics.hits == 1_600)
         #expect(store.readers.withLock { $0.idle.count } <= DiskStore.idleReaderLimit)
-        // When the store closes, the pool closes with it and later reads throw `closed`
+        // When the store closes, the pool closes with it (the readers parked in the threads'
+        // lanes too) and later reads throw `closed`
         store.close()
         #expect(store.readers.withLock { $0.idle.isEmpty && $0.isClosed })
+        #expect(store.lanes.allSatisfy { lane in lane.withLock { $0.parked == nil } })
         let readError = #expect(throws: StorageError.self) { try store.value(forKey: "k1") }
         #expect(readError?.code == .closed)
         let keysError = #expect(throws: StorageError.self) { try store.keys() }
@@ -394,6 +396,32 @@ struct DiskStoreAccessOrderTests {
         let reopened = try makeStore()
         try reopened.trim(toCount: 1)
         #expect(try reopened.keys().count == 1)
+    }
+
+    @Test func readsHandedFromThreadToThreadRankInTheOrderTheyHappened() throws {
+        // Given 40 entries and 12 threads (more than a store has lanes, so some share one),
+        // each read made by a thread picked at random, one after the other
+        let store = try makeStore()
+        for index in 0..<40 { try store.setValue(Data("v\(index)".utf8), forKey: "k\(index)") }
+        var random = SplitMix64(seed: 13)
+        var order = (0..<40).shuffled(using: &random)
+        order += (0..<300).map { _ in Int.random(in: 0..<40, using: &random) }
+        let workers = (0..<12).map { _ in ReadWorker(store: store) }
+        defer { for worker in workers { worker.stop() } }
+        var misread: [String] = []
+        for index in order {
+            let key = "k\(index)"
+            if workers.randomElement(using: &random)!.read(key) != Data("v\(index)".utf8) { misread.append(key) }
+        }
+        #expect(misread.isEmpty)
+        // When the store trims to ten entries (gathering every thread's reads)
+        try store.trim(toCount: 10)
+        // Then exactly the ten most recently read keys are left
+        var lastRead: [String] = []
+        for index in order.reversed() where lastRead.count < 10 && !lastRead.contains("k\(index)") {
+            lastRead.append("k\(index)")
+        }
+        #expect(Set(try store.keys()) == Set(lastRead))
     }
 
     // MARK: - A read writes nothing to the entry row
@@ -510,5 +538,43 @@ struct DiskStoreAccessCorruptionTests {
         try Reliability.expectTotalsExact(store, operation)
         try store.setValue(Data("after".utf8), forKey: "after")
         #expect(try store.value(forKey: "after") == Data("after".utf8))
+    }
+}
+
+/// A thread of its own that reads one key of a store when asked and waits for the next: the
+/// reads of several workers happen one after another, each on its worker's thread.
+private final class ReadWorker: @unchecked Sendable {
+    // @unchecked: `key` and `result` are handed over through the semaphores.
+    private let store: DiskStore
+    private let go = DispatchSemaphore(value: 0)
+    private let done = DispatchSemaphore(value: 0)
+    private var key: String?
+    private var result: Data?
+
+    init(store: DiskStore) {
+        self.store = store
+        let thread = Thread { [self] in
+            while true {
+                go.wait()
+                guard let key else { return }
+                result = try? store.value(forKey: key)
+                done.signal()
+            }
+        }
+        thread.start()
+    }
+
+    /// Reads `key` on the worker's thread and returns what it read.
+    func read(_ key: String) -> Data? {
+        self.key = key
+        go.signal()
+        done.wait()
+        return result
+    }
+
+    /// Ends the thread.
+    func stop() {
+        key = nil
+        go.signal()
     }
 }

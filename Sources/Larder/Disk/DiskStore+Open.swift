@@ -126,9 +126,10 @@ extension DiskStore {
         // yet rebuilt: the generation moves again when it is done, so they read again.
         readers.withLock { $0.resetsInProgress += 1 }
         defer {
-            readers.withLock { pool in
+            readers.withLockUnchecked { pool in
                 pool.resetsInProgress -= 1
                 pool.generation += 1
+                publishStatus(pool)
             }
         }
         discardPendingAccesses()

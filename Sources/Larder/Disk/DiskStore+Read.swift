@@ -238,7 +238,7 @@ extension DiskStore {
     /// Counters since this store was opened, with the current totals.
     public var statistics: Statistics {
         var statistics = state.withLock { $0.statistics }
-        let (hits, misses) = readers.withLock { ($0.log.hits, $0.log.misses) }
+        let (hits, misses) = hitAndMissCounts()
         statistics.hits = hits
         statistics.misses = misses
         if let totals = try? withReader({ try $0.totals() }) {

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A read connection checked out of a ``DiskStore``'s pool.
 ///
@@ -45,24 +46,29 @@ extension DiskStore {
         try withRecordingReader { reader in (try body(reader), ReadRecord.none) }
     }
 
-    /// ``withReader(_:)`` for a value read: `body` also returns the hit or miss to record, which
-    /// is logged in the same lock hold that puts the reader back (one lock, taken twice per
-    /// read). When the log is due, it is ranked into the index after the reader is back: on
-    /// Larder's I/O queue, or here (see ``Configuration/ranksReadsInBackground``).
+    /// ``withReader(_:)`` for a value read: `body` also returns the hit or miss to record. Most
+    /// reads take only their thread's lane: the reader parked there, and the log of reads
+    /// there (see ``ReadLane``); a read that finds no reader in its lane takes one from the
+    /// pool, and one that fills its lane gathers every lane into the pool's log. When the log
+    /// is due, it is ranked into the index after the reader is back: on Larder's I/O queue, or
+    /// here (see ``Configuration/ranksReadsInBackground``).
     func withRecordingReader<T>(_ body: (DiskIndexReader) throws -> (T, ReadRecord)) throws -> T {
         try checkDirectoryIfDue()
+        let lane = currentLaneNumber()
         var attempt = 0
         while true {
-            let thread = currentThreadIdentity()
-            let (idle, generation, isClosed, mayLinger) = readers.withLock { pool in
-                (pool.takeIdle(for: thread), pool.generation, pool.isClosed, pool.lingerPauses == 0)
+            var (idle, status) = takeParkedReader(lane: lane)
+            if idle == nil {
+                let thread = currentThreadIdentity()
+                (idle, status) = readers.withLock { pool in (pool.takeIdle(for: thread), PoolStatus(pool)) }
             }
-            guard !isClosed else { throw StorageError.closed }
+            let generation = status.generation
+            guard !status.isClosed else { throw StorageError.closed }
             do {
                 let pooled = try idle ?? PooledReader(
                     reader: DiskIndexReader(path: indexPath, busyTimeout: configuration.busyTimeout), generation: generation,
-                    thread: thread)
-                pooled.reader.startRead(lingering: mayLinger, now: CoarseClock.now())
+                    thread: currentThreadIdentity())
+                pooled.reader.startRead(lingering: !status.isLingeringPaused, now: CoarseClock.now())
                 let result: T
                 let record: ReadRecord
                 do {
@@ -70,10 +76,10 @@ extension DiskStore {
                 } catch {
                     // A failed read leaves no snapshot behind (the next read, or a reset, starts afresh).
                     pooled.reader.endLingering()
-                    _ = checkIn(pooled, record: .none)
+                    _ = checkIn(pooled, record: .none, lane: lane)
                     throw error
                 }
-                rank(checkIn(pooled, record: record))
+                rank(checkIn(pooled, record: record, lane: lane))
                 return result
             } catch let error as StorageError where attempt < 2 {
                 attempt += 1
@@ -104,22 +110,37 @@ extension DiskStore {
         }
     }
 
-    /// Puts `pooled` back (unless the pool moved on or is full) and records `record`; returns
-    /// what to do about the logged reads (see ``RankingStep``).
-    private func checkIn(_ pooled: PooledReader, record: ReadRecord) -> RankingStep {
-        let (step, follow) = readers.withLock { pool -> (RankingStep, LingerFollowUp) in
-            let follow = pool.checkIn(pooled)
-            return (pool.log.record(record, inBackground: configuration.ranksReadsInBackground), follow)
+    /// Puts `pooled` back (in the thread's lane, else in the pool unless the pool moved on or
+    /// is full) and records `record`; returns what to do about the logged reads (see
+    /// ``RankingStep``).
+    private func checkIn(_ pooled: PooledReader, record: ReadRecord, lane: Int) -> RankingStep {
+        let inLane = checkInToLane(pooled, record: record, lane: lane)
+        if inLane.isParked && inLane.isLogged && !inLane.isDue { return .none }
+        let inBackground = configuration.ranksReadsInBackground
+        let (step, follow) = readers.withLockUnchecked { pool -> (RankingStep, LingerFollowUp) in
+            let follow = inLane.isParked ? .none : pool.checkIn(pooled)
+            guard !inLane.isLogged || inLane.isDue else { return (.none, follow) }
+            gatherLanes(&pool)
+            defer { publishOldestPending(pool) }
+            if inLane.isLogged {
+                guard case .hit(let access) = record else { return (.none, follow) }
+                return (pool.log.step(due: pool.log.isDue(at: access.time), inBackground: inBackground), follow)
+            }
+            return (pool.log.record(record, inBackground: inBackground), follow)
         }
         switch follow {
         case .none:
             break
         case .sweep(let delay):
-            lingerSweepQueue.asyncAfter(deadline: .now() + delay) { [weak self] in self?.sweepLingeringReads() }
+            if !isSweepScheduled.exchange(true, ordering: .acquiringAndReleasing) {
+                lingerSweepQueue.asyncAfter(deadline: .now() + delay) { [weak self] in self?.sweepLingeringReads() }
+            }
         case .endThenReturn:
             // A checkpoint waits for readers: end this snapshot before the reader goes back.
             pooled.reader.endLingering()
-            readers.withLock { _ = $0.checkIn(pooled) }
+            if !checkInToLane(pooled, record: .none, lane: lane).isParked {
+                readers.withLock { _ = $0.checkIn(pooled) }
+            }
         }
         return step
     }
@@ -128,10 +149,31 @@ extension DiskStore {
     /// ``DiskIndexReader/startRead(lingering:now:)``). Runs ``lingerLimit`` after a reader came
     /// back lingering; a reader in use meanwhile queues the next sweep when it comes back.
     func sweepLingeringReads() {
-        readers.withLock { pool in
-            pool.isSweepScheduled = false
-            pool.endIdleLingering()
+        readers.withLockUnchecked { pool in
+            isSweepScheduled.store(false, ordering: .sequentiallyConsistent)
+            endIdleLingering(&pool)
         }
+    }
+
+    /// Ends the lingering read transactions of the readers idle in the pool or parked in a
+    /// lane. Call with the pool's lock held.
+    private func endIdleLingering(_ pool: inout ReaderPool) {
+        pool.endIdleLingering()
+        forEachUsedLane { lane in
+            if let parked = lane.parked, parked.reader.isLingering { parked.reader.endLingering() }
+        }
+    }
+
+    /// Writes the pool's generation, closing and lingering pause where the lanes read them.
+    /// Call with the pool's lock held, after changing any of them.
+    func publishStatus(_ pool: ReaderPool) {
+        poolStatus.store(PoolStatus(pool).word, ordering: .sequentiallyConsistent)
+    }
+
+    /// Lowers ``oldestUnranked`` to the log's oldest read. Call with the pool's lock held,
+    /// after logging in the pool's log.
+    func publishOldestPending(_ pool: ReaderPool) {
+        if let oldest = pool.log.oldestPending { _ = oldestUnranked.min(oldest, ordering: .relaxed) }
     }
 
     /// Ends the lingering read transactions of idle readers before the writer's lock holder
@@ -139,34 +181,46 @@ extension DiskStore {
     /// the log over. At most ``idleReaderLimit`` short `COMMIT`s of read transactions, under
     /// the pool's lock so that no read checks a reader out meanwhile.
     func endIdleLingeringReads() {
-        readers.withLock { $0.endIdleLingering() }
+        readers.withLockUnchecked { endIdleLingering(&$0) }
     }
 
     /// How many idle readers keep a snapshot now (for tests).
     var idleLingeringReaderCount: Int {
         readers.withLock { pool in pool.idle.count { $0.reader.isLingering } }
+            + lanes.count { lane in lane.withLock { $0.parked?.reader.isLingering ?? false } }
     }
 
     /// Runs `body` (a checkpoint that waits for readers) while no reader of this store keeps a
     /// snapshot: idle readers end theirs now, readers in use when they come back, and none
     /// begins one meanwhile.
     func withLingeringPaused<T>(_ body: () throws -> T) rethrows -> T {
-        readers.withLock { pool in
+        readers.withLockUnchecked { pool in
             pool.lingerPauses += 1
-            pool.endIdleLingering()
+            publishStatus(pool)
+            endIdleLingering(&pool)
         }
-        defer { readers.withLock { $0.lingerPauses -= 1 } }
+        defer {
+            readers.withLockUnchecked { pool in
+                pool.lingerPauses -= 1
+                publishStatus(pool)
+            }
+        }
         return try body()
     }
 
     /// Empties the pool and makes every checked-out reader close on its return (after a reset
     /// of the index, or on `close()`). Call with the writer's lock held.
     func retireReaders(closing: Bool) {
-        let retired = readers.withLock { pool in
+        let retired = readers.withLockUnchecked { pool in
             pool.generation += 1
             if closing { pool.isClosed = true }
-            let retired = pool.idle
+            publishStatus(pool)
+            var retired = pool.idle
             pool.idle = []
+            forEachUsedLane { lane in
+                if let parked = lane.parked { retired.append(parked) }
+                lane.parked = nil
+            }
             return retired
         }
         _ = retired // Released here, outside the pool's lock.
@@ -181,7 +235,7 @@ extension DiskStore {
     /// Logs a hit found outside ``withRecordingReader(_:)`` (an opened file), with the sliding
     /// lifetime it renewed, ranking the log when it is due.
     func recordHit(rowID: Int64, now: Int64, renewing expires: Int64? = nil) {
-        rank(readers.withLock { pool in
+        rank(withLog { pool in
             if let expires { pool.log.extensions.append(DiskIndex.Extension(target: .row(rowID), expires: expires)) }
             let due = pool.log.logHit(DiskIndex.Access(rowID: rowID, time: now))
             return pool.log.step(due: due, inBackground: configuration.ranksReadsInBackground)
@@ -194,7 +248,7 @@ extension DiskStore {
     /// ranking runs on Larder's I/O queue.
     func renewSlidingLifetime(forKey key: String, until expires: Date) {
         let now = configuration.now().milliseconds
-        let step = readers.withLock { pool in
+        let step = withLog { pool in
             pool.log.extensions.append(DiskIndex.Extension(target: .key(key), expires: expires.milliseconds))
             let oldest = pool.log.oldestPending ?? now
             pool.log.oldestPending = oldest
@@ -248,7 +302,7 @@ extension DiskStore {
     private func rankInBackground() {
         while true {
             let ranked = flushLoggedReads()
-            let again = readers.withLock { pool in
+            let again = withLog { pool in
                 let full = pool.log.isFull
                 if ranked && full && !pool.isClosed { return true }
                 pool.log.isRankingInBackground = false
@@ -265,7 +319,7 @@ extension DiskStore {
     @discardableResult
     private func flushLoggedReads() -> Bool {
         (try? withLiveIndex { _, index in
-            let due = readers.withLock { $0.log.takePending() }
+            let due = withLog { $0.log.takePending() }
             guard !due.isEmpty else { return }
             do {
                 try index.connection.transaction {
@@ -284,7 +338,7 @@ extension DiskStore {
     /// used or reserved. On failure the reads go back into the log.
     @discardableResult
     func flushAccesses(index: DiskIndex, reserving: Int64 = 0) throws -> Int64 {
-        let due = readers.withLock { $0.log.takePending() }
+        let due = withLog { $0.log.takePending() }
         do {
             let sequence = try recordReads(due.accesses, sequences: due.sequences, index: index, reserving: reserving)
             try index.extendLifetimes(due.extensions)
@@ -297,7 +351,8 @@ extension DiskStore {
 
     private func restorePendingAccesses(_ due: DiskIndex.PendingReads) {
         guard !due.isEmpty else { return }
-        readers.withLock { pool in
+        readers.withLockUnchecked { pool in
+            defer { publishOldestPending(pool) }
             // Reserved numbers stay a prefix: the log's own only follow reads that all had one.
             pool.log.reservedSequences = due.sequences.count == due.accesses.count
                 ? due.sequences + pool.log.reservedSequences : due.sequences
@@ -331,7 +386,7 @@ extension DiskStore {
     func reserveSequence(index: DiskIndex) throws -> (sequence: Int64, reservedBefore: Int)? {
         if mustRankReadsBeforeWrite(index: index) { return nil }
         let maximum = try index.maxSequence()
-        let reservation: (reserved: Int64, before: Int)? = readers.withLock { pool in
+        let reservation: (reserved: Int64, before: Int)? = withLog { pool in
             guard pool.log.extensions.isEmpty else { return nil }  // renewed since the check above
             let before = pool.log.reservedSequences.count
             let count = pool.log.pending.count - before
@@ -361,14 +416,14 @@ extension DiskStore {
     /// while another store, in this process or another, has the directory open (it sees them
     /// from this write on).
     private func mustRankReadsBeforeWrite(index: DiskIndex) -> Bool {
-        let (hasPending, hasRenewals) = readers.withLock { (!$0.log.pending.isEmpty, !$0.log.extensions.isEmpty) }
+        let (hasPending, hasRenewals) = withLog { (!$0.log.pending.isEmpty, !$0.log.extensions.isEmpty) }
         return hasRenewals || (hasPending && !isAloneOnDirectory(index))
     }
 
     /// Forgets the logged reads of `rowID`, a row a write has just created: they were reads of
     /// a removed entry whose row id SQLite gave the new one, and would bump its counter.
     func discardPendingReads(ofNewRow rowID: Int64) {
-        readers.withLock { pool in
+        withLog { pool in
             guard pool.log.pendingRows.mayContain(rowID), pool.log.pending.contains(where: { $0.rowID == rowID }) else { return }
             // Reserved numbers belong to a prefix of the reads (S3-FIFO's log has none): they
             // go with their reads.
@@ -397,7 +452,7 @@ extension DiskStore {
 
     /// Forgets the logged reads (their row ids mean nothing in a reset or emptied index).
     func discardPendingAccesses() {
-        readers.withLock { _ = $0.log.takePending() }
+        withLog { _ = $0.log.takePending() }
     }
 }
 
@@ -409,8 +464,8 @@ let lingerSweepQueue = DispatchQueue(label: "larder.linger-sweep", qos: .userIni
 /// What a reader's return asks for beyond it (see ``DiskStore/ReaderPool/checkIn(_:)``).
 enum LingerFollowUp {
     case none
-    /// Queue ``DiskStore/sweepLingeringReads()`` to run after this many seconds (the pool
-    /// records that one is queued).
+    /// Queue ``DiskStore/sweepLingeringReads()`` to run after this many seconds, unless one is
+    /// queued (``DiskStore/isSweepScheduled``).
     case sweep(after: Double)
     /// End the reader's snapshot, then return it again: a checkpoint waits for readers.
     case endThenReturn
@@ -450,8 +505,6 @@ extension DiskStore.ReaderPool {
         }
         if lingerPauses > 0 { return .endThenReturn }
         idle.append(pooled)
-        guard !isSweepScheduled else { return .none }
-        isSweepScheduled = true
         return .sweep(after: sweepDelay)
     }
 
@@ -487,12 +540,22 @@ extension DiskStore.ReadLog {
     /// its oldest read old enough).
     mutating func logHit(_ access: DiskIndex.Access) -> Bool {
         hits += 1
+        logAccess(access)
+        return isDue(at: access.time)
+    }
+
+    /// Logs a read's access (counted as a hit elsewhere: in its lane).
+    mutating func logAccess(_ access: DiskIndex.Access) {
         pending.append(access)
         pendingRows.insert(access.rowID)
-        let oldest = oldestPending ?? access.time
-        oldestPending = oldest
-        return pendingRows.isFull || pending.count >= DiskStore.accessFlushReads
-            || access.time - oldest >= DiskStore.accessFlushDelay
+        if oldestPending == nil { oldestPending = access.time }
+    }
+
+    /// Whether the log is due to be ranked at `now` (milliseconds): full, or its oldest read
+    /// old enough.
+    func isDue(at now: Int64) -> Bool {
+        pendingRows.isFull || pending.count >= DiskStore.accessFlushReads
+            || oldestPending.map { now - $0 >= DiskStore.accessFlushDelay } ?? false
     }
 
     /// Whether the log holds a full batch: ``DiskStore/accessFlushCount`` distinct rows read,

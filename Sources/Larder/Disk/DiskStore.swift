@@ -60,10 +60,29 @@ public final class DiskStore: Sendable {
     /// it does not spin.
     let state: Locked<State>
     /// Read-only connections, checked out one per read so reads on different threads do not
-    /// wait for each other or for the writer, with the log of reads: a read takes this one
-    /// lock twice (check-out, then check-in with its hit or miss recorded), no other. It spins
-    /// before it sleeps (``Locked``): its holders never wait on anything.
+    /// wait for each other or for the writer, with the log of reads. Most reads take only
+    /// their thread's lane (``lanes``); a read whose lane has no reader for it, or whose lane
+    /// is full, takes this lock too. It spins before it sleeps (``Locked``): its holders never
+    /// wait on anything.
+    ///
+    /// Lock order: `readers` may be held while taking a lane's lock, never the reverse.
     let readers: Locked<ReaderPool>
+    /// Each thread's reader and reads (see ``ReadLane``), by ``currentLaneNumber()``.
+    let lanes: [Locked<ReadLane>]
+    /// The pool's generation, whether it is closed and whether lingering is paused, for the
+    /// lanes (``PoolStatus``): written under the pool's lock, read without it.
+    let poolStatus = Atomic<Int>(0)
+    /// Whether ``sweepLingeringReads()`` is queued: a lingering reader is parked in a lane only
+    /// then (else the pool queues one).
+    let isSweepScheduled = Atomic<Bool>(false)
+    /// The next read's ticket: the order of the reads logged in different lanes.
+    let readTickets = Atomic<UInt64>(0)
+    /// The lanes a read has used, one bit each (``forEachUsedLane(_:)``): a process with one
+    /// reading thread has one lane to look at, not ``ReadLane/count``.
+    let usedLanes = Atomic<Int>(0)
+    /// The time of the oldest read waiting in a lane or in the log, or later (never earlier):
+    /// a read that finds it ``accessFlushDelay`` old gathers the lanes.
+    let oldestUnranked = Atomic<Int64>(.max)
     /// `index.sqlite` in ``directory``.
     let indexPath: String
     /// ``directory`` with symbolic links resolved: the key of ``openStores``.
@@ -123,12 +142,14 @@ public final class DiskStore: Sendable {
         /// Checkpoints under way that wait for readers: no reader keeps a snapshot meanwhile
         /// (see ``DiskStore/withLingeringPaused(_:)``).
         var lingerPauses = 0
-        /// Whether ``DiskStore/sweepLingeringReads()`` is queued, and how long after a reader
-        /// came back lingering it runs (seconds; tests lengthen it).
-        var isSweepScheduled = false
+        /// How long after a reader came back lingering ``DiskStore/sweepLingeringReads()``
+        /// runs (seconds; tests lengthen it).
         var sweepDelay = DiskStore.lingerLimit
         /// Hit and miss counts and the reads waiting to be ranked in `access`.
         var log = ReadLog()
+        /// The ticket counter (``DiskStore/readTickets``) at the last gathering of the lanes
+        /// (``DiskStore/gatherLanes(_:)``): the reads still in lanes have tickets from here on.
+        var gatheredTickets: UInt64 = 0
     }
 
     /// Reads since the last flush, in the order they happened: their order (not their
@@ -175,7 +196,8 @@ public final class DiskStore: Sendable {
     /// ``DiskIndexReader/startRead(lingering:now:)``), and the delay after which idle readers
     /// end theirs.
     static let lingerLimit = 0.010
-    /// Idle read connections kept; more are opened while more threads read at once.
+    /// Idle read connections kept in the pool, besides the one parked in each lane
+    /// (``ReadLane``); more are opened while more threads read at once.
     static let idleReaderLimit = 4
     /// Rows deleted per statement when expiring or evicting.
     static let batchSize = 256
@@ -222,6 +244,7 @@ public final class DiskStore: Sendable {
         state = Locked(State(index: index, indexIdentity: identity))
         indexIdentityCopy = Locked(identity)
         readers = Locked(ReaderPool(), spinsBeforeSleeping: true)
+        lanes = (0..<ReadLane.count).map { _ in Locked(ReadLane(), ownsCacheLines: true) }
         Self.openStores.withLock { $0[canonicalDirectory, default: 0] += 1 }
         if needsSweep {
             DispatchQueue.global(qos: .utility).async { [weak self] in
