@@ -133,7 +133,9 @@ extension DiskStore {
             break
         case .sweep(let delay):
             if !isSweepScheduled.exchange(true, ordering: .acquiringAndReleasing) {
-                lingerSweepQueue.asyncAfter(deadline: .now() + delay) { [weak self] in self?.sweepLingeringReads() }
+                // Holds the store for the delay (10 ms): not `[weak self]`, which would slow
+                // every later retain of the store (see `init`).
+                lingerSweepQueue.asyncAfter(deadline: .now() + delay) { [self] in sweepLingeringReads() }
             }
         case .endThenReturn:
             // A checkpoint waits for readers: end this snapshot before the reader goes back.

@@ -247,9 +247,10 @@ public final class DiskStore: Sendable {
         lanes = (0..<ReadLane.count).map { _ in Locked(ReadLane(), ownsCacheLines: true) }
         Self.openStores.withLock { $0[canonicalDirectory, default: 0] += 1 }
         if needsSweep {
-            DispatchQueue.global(qos: .utility).async { [weak self] in
-                self?.sweepInBackground()
-            }
+            // Holds the store until the sweep is done. Not `[weak self]`: a weak reference gives
+            // the store a side table for good, and every later retain and release of it (one
+            // per `Storage` call that reaches the disk tier) takes the runtime's slow path.
+            DispatchQueue.global(qos: .utility).async { [self] in sweepInBackground() }
         }
     }
 
