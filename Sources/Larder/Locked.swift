@@ -19,9 +19,11 @@ public import Darwin
 /// attributes: a thread that finds it held sleeps at once), called directly rather than through
 /// the class. With `spinsBeforeSleeping` it is adaptive on glibc (`PTHREAD_MUTEX_ADAPTIVE_NP`):
 /// a thread that finds it held spins briefly first. That suits a lock many threads take for a
-/// moment on every operation (``DiskStore``'s pool of read connections, taken twice per read:
-/// two threads reading one store slept on it about once in 25 reads), never one held across
-/// I/O.
+/// moment on an operation (``DiskStore``'s pool of read connections: when every read took it
+/// twice, two threads reading one store slept on it about once in 25 reads), never one held
+/// across I/O. With `ownsCacheLines` the mutex and the value each start on a 128-byte boundary
+/// and fill their lines alone, so that locks one thread takes over and over (``DiskStore``'s
+/// read lanes) do not share cache lines with other threads' locks.
 ///
 /// The value lives in memory of its own, reached through a pointer, rather than in a stored
 /// `var`: a class's stored `var` costs a dynamic exclusivity check (`swift_beginAccess` and

@@ -13,9 +13,9 @@ struct LockedTests {
         var overlaps = 0
     }
 
-    @Test(arguments: [false, true])
-    func threadsContendingForTheLockNeverOverlapAndLoseNoUpdate(spinsBeforeSleeping: Bool) {
-        let locked = Locked(Section(), spinsBeforeSleeping: spinsBeforeSleeping)
+    @Test(arguments: [(false, false), (true, false), (false, true)])
+    func threadsContendingForTheLockNeverOverlapAndLoseNoUpdate(spinsBeforeSleeping: Bool, ownsCacheLines: Bool) {
+        let locked = Locked(Section(), spinsBeforeSleeping: spinsBeforeSleeping, ownsCacheLines: ownsCacheLines)
         let threads = 4
         let rounds = 50_000
         DispatchQueue.concurrentPerform(iterations: threads) { _ in
@@ -32,6 +32,23 @@ struct LockedTests {
         let section = locked.withLock { $0 }
         #expect(section.count == threads * rounds)
         #expect(section.overlaps == 0)
+    }
+
+    @Test func aLockOwningItsCacheLinesSharesNoLineWithAnother() {
+        // Given locks made one after another, as a store makes its read lanes
+        let locks = (0..<8).map { _ in Locked(Section(), ownsCacheLines: true) }
+        // Then each mutex and each value starts on a 128-byte boundary of its own
+        var starts = Set<UInt>()
+        for lock in locks {
+            for address in [UInt(bitPattern: lock.mutex), UInt(bitPattern: lock.storage)] {
+                #expect(address % 128 == 0)
+                starts.insert(address / 128)
+            }
+        }
+        #expect(starts.count == 16)
+        // And each keeps its own value
+        for (index, lock) in locks.enumerated() { lock.withLock { $0.count = index } }
+        #expect(locks.map { lock in lock.withLock { $0.count } } == Array(0..<8))
     }
 
     struct Refused: Error {}
