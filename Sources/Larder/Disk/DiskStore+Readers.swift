@@ -188,8 +188,9 @@ extension DiskStore {
 
     /// How many idle readers keep a snapshot now (for tests).
     var idleLingeringReaderCount: Int {
-        readers.withLock { pool in pool.idle.count { $0.reader.isLingering } }
-            + lanes.count { lane in lane.withLock { $0.parked?.reader.isLingering ?? false } }
+        var count = readers.withLock { pool in pool.idle.count { $0.reader.isLingering } }
+        forEachUsedLane { lane in if lane.parked?.reader.isLingering == true { count += 1 } }
+        return count
     }
 
     /// Runs `body` (a checkpoint that waits for readers) while no reader of this store keeps a
