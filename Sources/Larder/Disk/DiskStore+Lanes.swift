@@ -106,7 +106,7 @@ extension DiskStore {
             // one of them sees the other's).
             let status = PoolStatus(poolStatus.load(ordering: .sequentiallyConsistent))
             if lane.parked == nil, !status.isClosed, status.generation == pooled.generation,
-               !pooled.reader.isLingering || (!status.isLingeringPaused && isSweepScheduled.load(ordering: .acquiring)) {
+               !pooled.reader.isLingering || (!status.isLingeringPaused && isSweepScheduled.load(ordering: .sequentiallyConsistent)) {
                 lane.parked = pooled
                 result.isParked = true
             }
