@@ -20,7 +20,7 @@ struct Session: Codable, Equatable, Sendable {
     var user: String
 }
 
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct LarderPersistDriverTests {
     let directory: TemporaryDirectory
     let clock = SettableClock()

@@ -4,7 +4,7 @@ import Larder
 
 import Testing
 
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct HTTPImageFetcherTests {
     let png: Data
     let clock = TestClock()

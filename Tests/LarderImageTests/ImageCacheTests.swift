@@ -5,7 +5,7 @@ import Larder
 
 import Testing
 
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct ImageCacheTests {
     let folder: TemporaryDirectory
     let png: Data

@@ -6,7 +6,7 @@ import Testing
 
 /// Complete-file validation: every fixture whose format has an end marker or a declared size is
 /// complete, and every shorter prefix of it is refused with a reason.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct ImageCompletenessTests {
     /// The fixtures of formats whose end can be told from their structure.
     static let checked: [Fixture] = Fixture.all.filter {

@@ -2,7 +2,7 @@ import Foundation
 @testable import LarderImage
 import Testing
 
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct ImageFormatTests {
     // MARK: - Fixtures
 

@@ -6,7 +6,7 @@ import Testing
 
 /// Freshness from the response: each Cache-Control directive, Expires with Date and Age, the
 /// bounds, and the fixed policy, through a real cache and a loopback server.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct ImageFreshnessTests {
     let clock = TestClock()
     let folder: TemporaryDirectory

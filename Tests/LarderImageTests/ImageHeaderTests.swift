@@ -3,7 +3,7 @@ import LarderTestSupport
 @testable import LarderImage
 import Testing
 
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct ImageHeaderTests {
     // MARK: - Fixtures
 

@@ -2,7 +2,7 @@ import Foundation
 import LarderImage
 import Testing
 
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct ImageKeyTests {
     let filter = ImageKey.KeyFilter.removingQueryItems(named: ["token", "signature"])
 

@@ -8,7 +8,7 @@ import Testing
 /// Stale images against a real loopback server: conditional requests and `304` refreshes in
 /// place (no body sent, the blob file untouched), `200` replacements, `no-cache`,
 /// `stale-while-revalidate` with concurrent callers, `stale-if-error`, and exact statistics.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct ImageRevalidationTests {
     let clock = TestClock()
     let folder: TemporaryDirectory

@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 /// Says how many server suites were skipped on a machine without memcached; fails under CI.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct MemcachedAvailabilityTests {
     @Test func memcachedIsPresentOrItsSuitesAreReportedSkipped() {
         if MemcachedServer.binary == nil {

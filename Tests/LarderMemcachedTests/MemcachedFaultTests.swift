@@ -13,7 +13,7 @@ import Testing
 ///
 /// Serialized, and the kill run on event loops of its own: its 8 busy tasks would otherwise
 /// starve the 50 ms deadlines of the others on a 2-core machine.
-@Suite(.enabled(if: MemcachedServer.shouldRun), .serialized, .timeLimit(.minutes(5)))
+@Suite(.enabled(if: MemcachedServer.shouldRun), .serialized, .timeLimit(.minutes(10)))
 struct MemcachedFaultTests {
     static func storage(
         port: Int, deadline: Duration, group: (any EventLoopGroup)? = nil

@@ -8,7 +8,7 @@ import NIOPosix
 import Testing
 
 /// `MemcachedStore` against a real memcached started by each test.
-@Suite(.enabled(if: MemcachedServer.shouldRun), .timeLimit(.minutes(5)))
+@Suite(.enabled(if: MemcachedServer.shouldRun), .timeLimit(.minutes(10)))
 struct MemcachedStoreTests {
     static func store(port: Int, _ configure: (inout MemcachedStore.Configuration) -> Void = { _ in }) throws -> MemcachedStore {
         var configuration = MemcachedStore.Configuration(port: port, namespace: "t:", deadline: .seconds(10))

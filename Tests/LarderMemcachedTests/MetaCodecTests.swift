@@ -5,7 +5,7 @@ import NIOCore
 import NIOEmbedded
 import Testing
 
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct MetaCodecTests {
     // MARK: - Decoder: every reply kind
 

@@ -4,7 +4,7 @@ import Larder
 @testable import LarderMemcached
 import Testing
 
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct RemoteEnvelopeTests {
     let now = Date(timeIntervalSince1970: 1_800_000_000)
 

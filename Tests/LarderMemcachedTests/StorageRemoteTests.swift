@@ -7,7 +7,7 @@ import Synchronization
 import Testing
 
 /// `Storage` with a memcached tier: the rules of a shared tier, and leases in get-or-load.
-@Suite(.enabled(if: MemcachedServer.shouldRun), .timeLimit(.minutes(5)))
+@Suite(.enabled(if: MemcachedServer.shouldRun), .timeLimit(.minutes(10)))
 struct StorageRemoteTests {
     static func storage(
         port: Int, localCopyMaxAge: Duration? = .seconds(60), deadline: Duration = .seconds(10), directory: URL? = nil
@@ -385,7 +385,7 @@ final class PlainSharedTier: SharedCacheTier {
 
 #if Memcached
 /// Four real processes share one server: leases make one loader run across all of them.
-@Suite(.enabled(if: MemcachedServer.shouldRun), .timeLimit(.minutes(5)))
+@Suite(.enabled(if: MemcachedServer.shouldRun), .timeLimit(.minutes(10)))
 struct MemcachedMultiProcessTests {
     static var helper: URL {
         get throws {

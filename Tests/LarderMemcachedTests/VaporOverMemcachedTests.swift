@@ -11,7 +11,7 @@ import Vapor
 /// Both traits on: Larder as Vapor's cache over a memcached tier. Two app instances (two
 /// storages on their own directories) share one server: what one caches, the other reads;
 /// what one deletes, the other no longer sees.
-@Suite(.enabled(if: MemcachedServer.shouldRun), .timeLimit(.minutes(5)))
+@Suite(.enabled(if: MemcachedServer.shouldRun), .timeLimit(.minutes(10)))
 struct VaporOverMemcachedTests {
     struct Forecast: Codable, Equatable, Sendable {
         var city: String

@@ -5,7 +5,7 @@ import Testing
 
 /// Insert-if-absent, remove-and-return and expiry-only updates: in memory, on disk (across
 /// threads and across real processes) and through `Storage`.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct AtomicOperationsTests {
     let folder: TemporaryDirectory
     let clock = TestClock(Date(timeIntervalSince1970: 1_700_000_000))

@@ -9,7 +9,7 @@ import Testing
 ///
 /// The fixture (`Fixtures/schema1-store`, see `Fixtures/README.md`) was written at commit
 /// 54e8cf0 with the clock at 2026-01-01.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct DiskFormatUpgradeTests {
     let folder: TemporaryDirectory
     /// After the fixture's "expired" entry expired (2026-01-02), long before 2100.

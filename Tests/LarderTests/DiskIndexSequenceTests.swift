@@ -7,7 +7,7 @@ import Testing
 /// The writer keeps the recency high-water mark (`totals.seq`) between its own commits instead
 /// of reading it in every write: what it knows must be dropped whenever another connection
 /// committed, or its own transaction rolled back; and new indexes use 2 KiB pages.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct DiskIndexSequenceTests {
     let folder: TemporaryDirectory
 

@@ -7,7 +7,7 @@ import Testing
 /// millisecond (the injected clock here never moves unless a test says so), across the batch
 /// flushes of the read log, across stores sharing a directory and across reopening; and a read
 /// writes nothing to the entry's row.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct DiskStoreAccessOrderTests {
     let folder: TemporaryDirectory
     let clock = TestClock(Date(timeIntervalSince1970: 1_700_000_000))
@@ -461,7 +461,7 @@ struct DiskStoreAccessOrderTests {
 
 /// Damage to the narrow `access` table, which reads never touch: the write, trim or
 /// attributes call that reads a damaged page finds it, empties the index and keeps working.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct DiskStoreAccessCorruptionTests {
     let folder: TemporaryDirectory
 

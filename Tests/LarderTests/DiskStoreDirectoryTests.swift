@@ -7,7 +7,7 @@ import Testing
 /// or parts of it: the next operation notices, creates it again where a new store on the path
 /// sees it, and reports nothing cached. And a cache emptied by removals leaves its directory as
 /// it started.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct DiskStoreDirectoryTests {
     let folder: TemporaryDirectory
     var directory: URL { folder.url.appendingPathComponent("cache") }

@@ -10,7 +10,7 @@ import Glibc
 /// `sizeLimit` bounds the whole directory (index, write-ahead log, blobs, tmp, directories) as
 /// the file system allocates it, within `DiskStore.footprintSlack`, for limits from 1 MiB to
 /// 1 GiB; `footprint` reports it.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct DiskStoreFootprintTests {
     let folder: TemporaryDirectory
 

@@ -13,7 +13,7 @@ import Testing
 ///   that removes blob rows does (it used to keep them: only removed blob files triggered the
 ///   release), and another store on the same directory, whose read connections knew the larger
 ///   file, goes on returning exact bytes or misses.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct DiskStoreIndexFileTests {
     let folder: TemporaryDirectory
 

@@ -5,7 +5,7 @@ import Testing
 
 /// Large values handed out as open files: verified before they are handed out, readable for as
 /// long as they are held whatever happens to the entry.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct DiskStoreOpenValueTests {
     let folder: TemporaryDirectory
     let clock = TestClock(Date(timeIntervalSince1970: 1_700_000_000))

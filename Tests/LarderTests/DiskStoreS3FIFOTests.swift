@@ -7,7 +7,7 @@ import Testing
 /// store (which rows survive, in which queue and order, with which counters), reads that never
 /// write the entry row, switching policies on reopen, the schema 3 → 4 upgrade, and expiry,
 /// trims, limits and sliding lifetimes under the policy.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct DiskStoreS3FIFOTests {
     let folder: TemporaryDirectory
     let clock = TestClock(Date(timeIntervalSince1970: 1_700_000_000))

@@ -3,7 +3,7 @@ import LarderTestSupport
 import Testing
 @testable import Larder
 
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct DiskStoreVerifyTests {
     let folder: TemporaryDirectory
     let clock = TestClock(Date(timeIntervalSince1970: 1_700_000_000))

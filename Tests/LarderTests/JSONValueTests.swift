@@ -5,7 +5,7 @@ import Testing
 
 /// `JSONValue`: JSON on disk, the object itself in memory; other types decode the JSON, and
 /// bad input is a specific error.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct JSONValueTests {
     /// An immutable class, so that a test can tell the held object from a decoded copy.
     final class Profile: Codable, Sendable {

@@ -4,7 +4,7 @@ import Testing
 
 /// Per-key ordering: turns held across `await`, handed over in arrival order, and tokens that
 /// tell a reader whether a write happened.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct KeyTurnsTests {
     @Test func aTurnHeldAcrossAnAwaitMakesTheNextTaskWait() async throws {
         // Given one task holding the key's turn across suspensions

@@ -5,7 +5,7 @@ import Testing
 /// The store's own structures under stress: the key index with colliding hashes, the LRU lists'
 /// moves, and the expiry heap under random expirations.
 /// Time limit: well under a second alone, but the whole parallel suite can keep these waiting.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct MemoryStoreStructuresTests {
     /// A key whose hash takes only three values, so every probe run is long and every deletion
     /// shifts entries back.

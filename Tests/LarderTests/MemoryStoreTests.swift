@@ -3,7 +3,7 @@ import LarderTestSupport
 import Testing
 @testable import Larder
 
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct MemoryStoreTests {
     typealias Store = MemoryStore<String, Int>
     let clock = TestClock()

@@ -1,11 +1,12 @@
 import Foundation
+import Synchronization
 import LarderTestSupport
 import Testing
 @testable import Larder
 
 /// Limits changed on a live store: a lowered limit trims at once, atomically with respect to
 /// other calls, and later writes obey the new limits.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct RuntimeLimitsTests {
     let folder: TemporaryDirectory
 
@@ -64,15 +65,18 @@ struct RuntimeLimitsTests {
         #expect(try store.value(forKey: "x") == nil)
     }
 
-    @Test func aLimitLoweredDuringConcurrentWritesHoldsWhenItReturns() async throws {
+    @Test func aLimitLoweredDuringConcurrentWritesHoldsWhenItReturns() throws {
         // Writers keep writing while the limits drop; once setLimits returns, no total exceeds
         // its new limit by more than the writes still in flight, and after they finish the
         // limits hold exactly.
         let memory = try MemoryStore<Int, Data>()
         let disk = try DiskStore(directory: folder.url.appendingPathComponent("concurrent")) { $0.logHandler = nil }
-        // Writers on threads of their own: busy tasks would hold the cooperative pool (two
-        // threads on a two-core machine) and starve this test's own continuation.
-        let stop = Locked(false)
+        // Writers on threads of their own, and waits that hold this thread, not an await: an
+        // await's resumption needs a thread of the cooperative pool (two on a two-core
+        // machine), which the rest of a full parallel run may hold for minutes, and writers
+        // left running that long would take both cores from everything else. Each writer also
+        // stops by itself after a bounded number of writes.
+        let stop = Atomic<Bool>(false)
         let failures = Locked([String]())
         let group = DispatchGroup()
         for writer in 0..<2 {
@@ -80,7 +84,7 @@ struct RuntimeLimitsTests {
             Thread.detachNewThread {
                 defer { group.leave() }
                 var key = writer * 1_000_000
-                while !stop.withLock({ $0 }) {
+                while !stop.load(ordering: .relaxed), key < writer * 1_000_000 + 200_000 {
                     memory.setValue(Data(count: 10), forKey: key)
                     do {
                         try disk.setValue(Data(repeating: 1, count: 10), forKey: "k\(key)")
@@ -91,12 +95,12 @@ struct RuntimeLimitsTests {
                 }
             }
         }
-        try await Task.sleep(for: .milliseconds(200))
+        Thread.sleep(forTimeInterval: 0.2)
         try memory.setLimits(countLimit: 50)
         try disk.setLimits(countLimit: 50)
-        try await Task.sleep(for: .milliseconds(200))
-        stop.withLock { $0 = true }
-        await withCheckedContinuation { continuation in group.notify(queue: .global()) { continuation.resume() } }
+        Thread.sleep(forTimeInterval: 0.2)
+        stop.store(true, ordering: .relaxed)
+        group.wait()
         #expect(failures.withLock { $0 }.isEmpty)
         #expect(memory.totalCount <= 50)
         #expect(disk.totalCount <= 50)

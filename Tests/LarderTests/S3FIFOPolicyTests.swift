@@ -5,9 +5,9 @@ import Testing
 /// ``EvictionPolicy/s3fifo``'s own behaviour; the policy-independent behaviour is covered by
 /// ``MemoryStoreTests``, which runs those tests under both policies.
 ///
-/// Three minutes: the differential cases replay 100,000 operations each against a linear-scan
-/// model, in a debug build, possibly side by side on two cores.
-@Suite(.timeLimit(.minutes(3)))
+/// Ten minutes, as every suite: the differential cases replay 100,000 operations each against a
+/// linear-scan model, in a debug build, and in a full parallel run they have taken 95 s.
+@Suite(.timeLimit(.minutes(10)))
 struct S3FIFOPolicyTests {
     typealias Store = MemoryStore<String, Int>
     let clock = TestClock()

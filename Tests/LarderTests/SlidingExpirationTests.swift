@@ -5,7 +5,7 @@ import Testing
 
 /// `Expiry.sliding`: every read renews the lifetime, in memory, on disk (batched with the read
 /// log, never a write on the read's path) and through `Storage`.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct SlidingExpirationTests {
     let folder: TemporaryDirectory
     let clock = TestClock()

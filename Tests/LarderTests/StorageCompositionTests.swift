@@ -5,7 +5,7 @@ import Testing
 
 /// The composition rules of `Storage` over three tiers: memory, a real disk, and a second real
 /// byte tier (``InMemoryByteTier``), table-driven over every combination of tiers.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct StorageCompositionTests {
     let folder: TemporaryDirectory
     let clock = TestClock(Date(timeIntervalSince1970: 1_700_000_000))

@@ -5,7 +5,7 @@ import Testing
 
 /// Change events: every observer sees each write and removal with its key and tier, and a slow
 /// observer loses its oldest events instead of slowing the storage.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct StorageEventTests {
     let folder: TemporaryDirectory
 

@@ -5,7 +5,7 @@ import Testing
 
 /// Exact least-recently-used order through `Storage` when every read falls in one millisecond:
 /// the order of reads, not their timestamps, decides what the disk and memory tiers evict.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct StorageLRUOrderTests {
     let folder: TemporaryDirectory
     /// A clock that never moves: every read and write shares one millisecond.

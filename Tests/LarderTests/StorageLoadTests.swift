@@ -5,7 +5,7 @@ import Testing
 
 /// Get-or-load: one loader per key in flight, each caller cancellable on its own, errors cached
 /// only when asked.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct StorageLoadTests {
     struct LoadFailed: Error, Equatable {
         var attempt: Int

@@ -6,7 +6,7 @@ import Testing
 /// Refreshing an entry — new expiry and metadata, the same bytes — on disk (the row updated in
 /// place, the blob file untouched), through `Storage` over memory, disk and other byte tiers,
 /// and reading the metadata back.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct StorageRefreshTests {
     let folder: TemporaryDirectory
     let clock = TestClock(Date(timeIntervalSince1970: 1_700_000_000))

@@ -5,7 +5,7 @@ import Testing
 
 /// Trims by age (PINCache's `trimToDate`): every entry written, or last used, before a date
 /// goes; the rest stays, in memory, on disk and through `Storage`.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct TrimByAgeTests {
     let folder: TemporaryDirectory
     let clock = TestClock()

@@ -5,7 +5,7 @@ import Testing
 
 /// One overflow rule for both stores: the target that `trimTarget(limit:ratio:)` computes, and
 /// expired entries first.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct TrimTargetTests {
     /// 0, 0.05, …, 0.95, each the `Double` nearest to its decimal literal (as a user writes it).
     static let ratios = (0..<20).map { Double($0) / 20 }

@@ -20,7 +20,7 @@ struct Profile: Codable, Equatable, Sendable {
     var visits: Int
 }
 
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(10)))
 struct LarderCacheTests {
     let directory: TemporaryDirectory
     let clock = SettableClock()

@@ -132,11 +132,7 @@ extension DiskStore {
         case .none:
             break
         case .sweep(let delay):
-            if !isSweepScheduled.exchange(true, ordering: .acquiringAndReleasing) {
-                // Holds the store for the delay (10 ms): not `[weak self]`, which would slow
-                // every later retain of the store (see `init`).
-                lingerSweepQueue.asyncAfter(deadline: .now() + delay) { [self] in sweepLingeringReads() }
-            }
+            if !isSweepScheduled.exchange(true, ordering: .acquiringAndReleasing) { scheduleLingerSweep(after: delay) }
         case .endThenReturn:
             // A checkpoint waits for readers: end this snapshot before the reader goes back.
             pooled.reader.endLingering()
@@ -145,6 +141,23 @@ extension DiskStore {
             }
         }
         return step
+    }
+
+    /// Queues ``sweepLingeringReads()`` on ``lingerSweepQueue`` to run after `delay` seconds.
+    ///
+    /// The queued sweep holds the store until it ran (not `[weak self]`, which would slow every
+    /// later retain of the store: see `init`), and may then hold its last reference. That
+    /// release closes the store, and a close checkpoints, which can wait up to the busy timeout
+    /// for other connections' readers: for other stores' readers on the same directory, whose
+    /// own sweeps would be queued behind it. So the sweep lets go of the store on Larder's I/O
+    /// queue instead. (In the full test run, stores that tests dropped closed on
+    /// this queue one after another, and kept every sweep of the process waiting for minutes.)
+    private func scheduleLingerSweep(after delay: Double) {
+        let held = HeldStore(self)
+        lingerSweepQueue.asyncAfter(deadline: .now() + delay) {
+            held.store?.sweepLingeringReads()
+            larderIOQueue.async { held.store = nil }
+        }
     }
 
     /// Ends the lingering read transactions of idle readers (see
@@ -463,6 +476,14 @@ extension DiskStore {
 /// of its own, which gets a thread even while Larder's I/O queue is backed up with rankings
 /// (a late sweep would keep other processes' checkpoints waiting).
 let lingerSweepQueue = DispatchQueue(label: "larder.linger-sweep", qos: .userInitiated)
+
+/// A store held by a queued sweep (``DiskStore/scheduleLingerSweep(after:)``), so that the
+/// sweep can choose the queue its reference ends on. Touched by the sweep's block, then by
+/// the block it queues, one after the other.
+private final class HeldStore: @unchecked Sendable {
+    var store: DiskStore?
+    init(_ store: DiskStore) { self.store = store }
+}
 
 /// What a reader's return asks for beyond it (see ``DiskStore/ReaderPool/checkIn(_:)``).
 enum LingerFollowUp {

@@ -95,7 +95,11 @@ final class TestHTTPServer: Sendable {
         }
         self.listener = fd
         self.port = UInt16(bigEndian: address.sin_port)
-        let thread = Thread { [self] in acceptLoop() }
+        // The accept thread holds the server weakly: a strong hold made every server outlive
+        // its test, each with a thread blocked in `accept` and an open descriptor, never
+        // reaching `deinit` (and its `stop()`).
+        let server: @Sendable () -> TestHTTPServer? = { [weak self] in self }
+        let thread = Thread { [listener = fd] in Self.acceptLoop(listener, server: server) }
         thread.start()
     }
 
@@ -124,12 +128,18 @@ final class TestHTTPServer: Sendable {
         shutdown(listener, Int32(SHUT_RDWR))
     }
 
-    private func acceptLoop() {
+    /// Accepts on `listener` until it is shut down (``stop()``, which `deinit` calls), then
+    /// closes it. `server` gives the server while it lives (it holds it weakly).
+    private static func acceptLoop(_ listener: Int32, server: () -> TestHTTPServer?) {
         defer { close(listener) }
         while true {
             let connection = accept(listener, nil, nil)
             if connection < 0 { return }
-            Thread { [self] in serve(connection) }.start()
+            guard let server = server() else {
+                close(connection)
+                return
+            }
+            Thread { server.serve(connection) }.start()
         }
     }
 

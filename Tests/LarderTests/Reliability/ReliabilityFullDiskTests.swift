@@ -6,7 +6,7 @@ import Testing
 /// A full disk without mount privileges: the helper's `full-disk` mode runs under
 /// `RLIMIT_FSIZE` with SIGXFSZ ignored, so `write(2)` fails with EFBIG exactly where a full disk
 /// fails with ENOSPC — in blob files and in the index's database and WAL files.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(10)))
 struct ReliabilityFullDiskTests {
     let folder: TemporaryDirectory
 

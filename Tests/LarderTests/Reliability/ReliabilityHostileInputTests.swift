@@ -7,7 +7,7 @@ import Testing
 /// Promises 3 and 4 against hostile keys, values and index rows: nothing is written (or read,
 /// or deleted) outside the store's directory, every file is owner-only, keys never become SQL
 /// or paths, and rows that lie about their sizes are misses rather than allocations or crashes.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(10)))
 struct ReliabilityHostileInputTests {
     let parent: TemporaryDirectory
     var directory: URL { parent.url.appendingPathComponent("store") }

@@ -88,9 +88,9 @@ enum ReliabilitySize {
     static var crashTimeLimit: TimeLimitTrait.Duration {
         Reliability.timeLimit(minimum: 10, units: max(kills, powerLossRounds), secondsPerUnit: 3)
     }
-    /// About 10 s a seed for the slowest case; 5 minutes at CI scale.
+    /// About 10 s a seed for the slowest case; 10 minutes at CI scale.
     static var corruptionTimeLimit: TimeLimitTrait.Duration {
-        Reliability.timeLimit(minimum: 5, units: corruptionSeeds, secondsPerUnit: 10)
+        Reliability.timeLimit(minimum: 10, units: corruptionSeeds, secondsPerUnit: 10)
     }
     /// About 6 s per 1,000 operations; 10 minutes at CI scale.
     static var loadTimeLimit: TimeLimitTrait.Duration {

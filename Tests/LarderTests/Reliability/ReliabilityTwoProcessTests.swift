@@ -7,7 +7,7 @@ import Testing
 /// same keys, removes and cross-process eviction. Every read during the run returns intact
 /// bytes of its own key; afterwards every key holds the last write of some process
 /// (`TwoProcess` in LarderTestSupport, which `larder-torture` repeats).
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(10)))
 struct ReliabilityTwoProcessTests {
     let folder: TemporaryDirectory
 
