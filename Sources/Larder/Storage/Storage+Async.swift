@@ -12,16 +12,17 @@ extension Storage where Value: Sendable {
         // As the synchronous read: a memory hit builds no `Entry`, and below memory a read
         // with nothing to promote asks its one local tier for the bytes alone.
         if tiers?.includesMemory ?? defaultTiersIncludeMemory, let found = memoryValue(forKey: key) { return found }
-        return try await valueAfterMemoryMiss(forKey: key, tiers: tiers ?? configuration.defaultTiers)
+        return try await valueAfterMemoryMiss(forKey: key, tiers: tiers)
     }
 
-    /// The rest of an async value read; see ``entryAfterMemoryMiss(forKey:tiers:)``.
+    /// The rest of an async value read (`tiers` `nil` for the default tiers); see
+    /// ``entryAfterMemoryMiss(forKey:tiers:)``.
     @usableFromInline
-    nonisolated(nonsending) func valueAfterMemoryMiss(forKey key: Key, tiers: StorageTiers) async throws -> Value? {
+    nonisolated(nonsending) func valueAfterMemoryMiss(forKey key: Key, tiers: StorageTiers?) async throws -> Value? {
         if allTiersLocal {
             return try await offload { try self.valueBelowMemory(forKey: key, tiers: tiers) }
         }
-        return try await walkTiers(forKey: key, tiers: tiers)?.value
+        return try await walkTiers(forKey: key, tiers: tiers ?? configuration.defaultTiers)?.value
     }
 
     /// The value for `key` with the tier that answered and its expiration, or `nil` on a miss.

@@ -64,6 +64,13 @@ public final class Storage<Key: CacheKey, Value> {
     let defaultTiersNameLocal: [Bool]
     /// Each of ``tiers`` as a local tier, or `nil`, in the same order (cast once, not per call).
     let localTierAt: [(any LocalCacheTier)?]
+    /// The storage's one local tier when it has exactly one and it is a ``DiskStore`` (the usual
+    /// case), and the counters of its one local tier (counters of no tier when it has several):
+    /// a value read reaches them with no retain and release, which an array's element, a strong
+    /// optional and a local binding each cost (see ``readValueBelowMemory(forKey:tiers:)``).
+    /// Unretained: ``localTiers`` holds the store for as long as the storage lives.
+    let soleDiskStore: Unmanaged<DiskStore>?
+    let soleLocalTierCounters: TierCounters
     /// Each of ``tiers`` as a shared tier, or `nil`, in the same order (cast once, not per call).
     let sharedTierAt: [(any SharedCacheTier)?]
     let turns = KeyTurns<Key>()
@@ -129,6 +136,8 @@ public final class Storage<Key: CacheKey, Value> {
         self.localTierIDs = localTiers.map(\.tierID)
         self.defaultTiersNameLocal = localTierIDs.map(configuration.defaultTiers.contains)
         self.localTierAt = tiers.map { $0 as? any LocalCacheTier }
+        self.soleDiskStore = localTiers.count == 1 ? (localTiers[0] as? DiskStore).map(Unmanaged.passUnretained) : nil
+        self.soleLocalTierCounters = localTiers.count == 1 ? localTierCounters[0] : TierCounters()
         self.sharedTierAt = tiers.map { $0 as? any SharedCacheTier }
     }
 
@@ -159,7 +168,7 @@ public final class Storage<Key: CacheKey, Value> {
     public func value(forKey key: Key, tiers: StorageTiers? = nil) throws -> Value? {
         // A memory hit builds no `Entry` (its tier and date) only to drop it.
         if tiers?.includesMemory ?? defaultTiersIncludeMemory, let found = memoryValue(forKey: key) { return found }
-        return try valueBelowMemory(forKey: key, tiers: tiers ?? configuration.defaultTiers)
+        return try valueBelowMemory(forKey: key, tiers: tiers)
     }
 
     /// The value for `key` with the tier that answered and its expiration, or `nil` on a miss.
@@ -212,34 +221,47 @@ public final class Storage<Key: CacheKey, Value> {
         try readBelowMemory(forKey: key, tiers: tiers)
     }
 
-    /// The value half of ``value(forKey:tiers:)`` below memory; a thin entry point like
-    /// ``entryBelowMemory(forKey:tiers:)``.
+    /// The value half of ``value(forKey:tiers:)`` below memory (`tiers` `nil` for the default
+    /// tiers); a thin entry point like ``entryBelowMemory(forKey:tiers:)``.
     @usableFromInline
     @_specialize(where Key == String, Value == Data)
-    func valueBelowMemory(forKey key: Key, tiers: StorageTiers) throws -> Value? {
+    func valueBelowMemory(forKey key: Key, tiers: StorageTiers?) throws -> Value? {
         try readValueBelowMemory(forKey: key, tiers: tiers)
     }
 
     /// A read that can promote nothing (one local tier, memory not named) asks the tier for its
     /// bytes alone: no entry, dates and metadata built only to be dropped. Every other read
     /// takes the entry path.
+    ///
+    /// A disk tier and the counters are reached through stored properties of their own (see
+    /// ``soleDiskStore``), and the default tiers are not copied to be compared: each array
+    /// element or copy read on this path cost a retain and a release, atomic operations (a
+    /// `Storage` miss took three pairs more than the bare store's).
     @inline(never)
-    private func readValueBelowMemory(forKey key: Key, tiers: StorageTiers) throws -> Value? {
-        guard !tiers.includesMemory, localTiers.count == 1,
-              tiers == configuration.defaultTiers ? defaultTiersNameLocal[0] : tiers.contains(localTierIDs[0]) else {
-            return try readBelowMemory(forKey: key, tiers: tiers)?.value
+    private func readValueBelowMemory(forKey key: Key, tiers: StorageTiers?) throws -> Value? {
+        guard localTiers.count == 1,
+              tiers.map({ !$0.includesMemory && $0.contains(localTierIDs[0]) }) ?? (!defaultTiersIncludeMemory && defaultTiersNameLocal[0]) else {
+            return try readBelowMemory(forKey: key, tiers: tiers ?? configuration.defaultTiers)?.value
         }
-        let tier = localTiers[0]
-        guard let data = try tier.value(forKey: key.cacheKey) else {
-            localTierCounters[0].misses.add(1, ordering: .relaxed)
-            counters.misses.add(1, ordering: .relaxed)
+        // (A disk store is called through its unretained reference, and the counters are used
+        // in place: a strong copy is retained and released. The counts wrap, as no count of
+        // calls can reach 2^63: one atomic add, not a loop that checks for overflow.)
+        let found: Data?
+        if let disk = soleDiskStore {
+            found = try disk._withUnsafeGuaranteedRef { try $0.value(forKey: key.cacheKey) }
+        } else {
+            found = try localTiers[0].value(forKey: key.cacheKey)
+        }
+        guard let data = found else {
+            soleLocalTierCounters.misses.wrappingAdd(1, ordering: .relaxed)
+            counters.misses.wrappingAdd(1, ordering: .relaxed)
             return nil
         }
-        guard let value = decodeOrDrop(data, forKey: key, from: tier, token: nil) else {
-            counters.misses.add(1, ordering: .relaxed)
+        guard let value = decodeOrDrop(data, forKey: key, from: localTiers[0], token: nil) else {
+            counters.misses.wrappingAdd(1, ordering: .relaxed)
             return nil
         }
-        localTierCounters[0].hits.add(1, ordering: .relaxed)
+        soleLocalTierCounters.hits.wrappingAdd(1, ordering: .relaxed)
         return value
     }
 
