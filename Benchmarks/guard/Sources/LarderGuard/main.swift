@@ -5,8 +5,8 @@
 //
 // Budgeted operations (100 B values, inline): disk-get-hit, disk-get-hit-s3fifo (the same under
 // `.s3fifo`), disk-get-hit-s3fifo-hot (hits on `.s3fifo` entries whose counters are saturated,
-// which log nothing), storage-get-hit and storage-get-miss (Storage over the disk tier),
-// disk-get-miss, disk-set, memory-hit, memory-hit-wtinylfu (hits under `.wTinyLFU`),
+// which log nothing), storage-get-hit, storage-get-miss and storage-set (Storage over the disk
+// tier), disk-get-miss, disk-set, memory-hit, memory-hit-wtinylfu (hits under `.wTinyLFU`),
 // memory-insert (an insert that evicts), storage-memory-hit and storage-memory-insert (the same
 // two through `Storage` without byte tiers). Profiling aids, not budgeted: disk-get-hit-100k
 // (100 KiB values in blob files) and disk-get-hit-4k (4 KiB values inline, 8,000 of them).
@@ -91,7 +91,7 @@ case "disk-get-hit-s3fifo-hot":
     body = { index in
         guard try store.value(forKey: key("k", index * 7_919 % residents))?.count == 100 else { fatalError("miss") }
     }
-case "storage-get-hit", "storage-get-miss":
+case "storage-get-hit", "storage-get-miss", "storage-set":
     // Storage<String, Data> over the disk tier alone (the compare run's `storage` contender):
     // the generic layer's cost over disk-get-hit and disk-get-miss.
     try? FileManager.default.removeItem(at: directory)
@@ -101,7 +101,12 @@ case "storage-get-hit", "storage-get-miss":
     configuration.now = { fixedInstant }
     let storage = try Storage(configuration: configuration, transformer: .data)
     for index in 0..<residents { try storage.setValue(value(index), forKey: key("k", index)) }
-    if operation == "storage-get-hit" {
+    if operation == "storage-set" {
+        let values = (0..<iterations).map(value)
+        let keys = (0..<iterations).map { key("new", $0) }
+        body = { index in try storage.setValue(values[index], forKey: keys[index]) }
+        checks = { guard storage.disk?.totalCount == residents + iterations else { fatalError("count") } }
+    } else if operation == "storage-get-hit" {
         body = { index in
             guard try storage.value(forKey: key("k", index * 7_919 % residents))?.count == 100 else { fatalError("miss") }
         }
