@@ -54,7 +54,7 @@ fi
 # --- 2. Build ----------------------------------------------------------------------------------------
 log "Building baseline.c and LarderCompare (release)"
 mkdir -p .build/compare
-gcc -O2 -Wall -Wextra -o .build/compare/baseline Baselines/baseline.c -lsqlite3 -lz -lcrypto
+gcc -O2 -Wall -Wextra -pthread -o .build/compare/baseline Baselines/baseline.c -lsqlite3 -lz -lcrypto
 swift build -c release --product LarderCompare >&2
 LARDER_COMPARE="$(swift build -c release --show-bin-path)/LarderCompare"
 

@@ -5,11 +5,13 @@
 //
 //   sqlite   prepared INSERT OR REPLACE / SELECT on one table, WAL, synchronous=NORMAL,
 //            autocommit (one transaction per operation)            -> disk.*(100B), disk.*(4KiB)
+//            and the same gets on one thread, then on two threads with a connection each
+//                                                   -> disk.get-hit(100B|4KiB, 2 threads)
 //   file     write to tmp/ + rename into place; open + read + close -> disk.*(100KiB), disk.*(1MiB)
 //   zlib     deflateInit2(level, 15+16 = gzip) / inflateInit2(15+16), crc32()
 //   openssl  EVP_Digest() with an EVP_MD fetched once (md5, sha1, sha256)
 //
-// Build: gcc -O2 -o baseline baseline.c -lsqlite3 -lz -lcrypto
+// Build: gcc -O2 -pthread -o baseline baseline.c -lsqlite3 -lz -lcrypto
 // Usage: baseline dir=/tmp/x n100=20000 n4k=10000 n100k=1000 n1m=200 ncodec=300 ndigest=500000
 //   [pagesize=N: the SQLite table's page size, SQLite's default (4 KiB) if not given; with it the
 //   sqlite rows are reported as contender "sqlite-<N>", e.g. pagesize=2048 for DiskStore's pages]
@@ -22,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -158,6 +161,66 @@ static void sqlite_check(int rc, sqlite3 *db, const char *what) {
     }
 }
 
+// One reader of the two-thread reads: its own connection and statement, `n` gets of the keys in
+// the read order starting `offset` places in (as LarderCompare's two-thread phases read).
+typedef struct {
+    sqlite3 *db;
+    sqlite3_stmt *select;
+    uint8_t *copy;
+    size_t size;
+    long n, offset;
+} Reader;
+
+static void *read_keys(void *argument) {
+    Reader *reader = argument;
+    char key[128];
+    for (long step = 0; step < reader->n; step++) {
+        key_for(key, sizeof key, "k", reader->size, read_index((step + reader->offset) % reader->n, reader->n));
+        sqlite3_bind_text(reader->select, 1, key, -1, SQLITE_TRANSIENT);
+        if (sqlite3_step(reader->select) != SQLITE_ROW) { fprintf(stderr, "baseline: sqlite miss on %s\n", key); exit(1); }
+        if ((size_t)sqlite3_column_bytes(reader->select, 0) != reader->size) { fprintf(stderr, "baseline: wrong size\n"); exit(1); }
+        memcpy(reader->copy, sqlite3_column_blob(reader->select, 0), reader->size);
+        sqlite3_reset(reader->select);
+    }
+    return NULL;
+}
+
+// Raw SQLite's own two-thread scaling, the reference of LarderCompare's two-thread rows: `n` gets
+// on one thread, then `n` gets on each of two threads at once, each reader on a connection of its
+// own to the same WAL database (opened and prepared before the timing). Reported under the
+// case `disk.get-hit(<size>, 2 threads)` as `<sqlite>-1thread` and `<sqlite>` (both threads).
+static void bench_sqlite_threads(const char *path, size_t size, long n) {
+    Reader readers[2];
+    for (int i = 0; i < 2; i++) {
+        readers[i] = (Reader){.size = size, .n = n, .offset = i * (n / 2)};
+        if (sqlite3_open_v2(path, &readers[i].db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) die("sqlite3_open_v2");
+        sqlite_check(sqlite3_prepare_v2(readers[i].db, "SELECT value FROM entry WHERE key = ?", -1, &readers[i].select, NULL),
+                     readers[i].db, "prepare");
+        readers[i].copy = malloc(size);
+        if (readers[i].copy == NULL) die("malloc");
+    }
+    char name[128], contender[64];
+    snprintf(name, sizeof name, "disk.get-hit(%s, 2 threads)", size_label(size));
+    double start = now_seconds();
+    read_keys(&readers[0]);
+    double one = now_seconds() - start;
+    pthread_t threads[2];
+    start = now_seconds();
+    for (int i = 0; i < 2; i++) {
+        if (pthread_create(&threads[i], NULL, read_keys, &readers[i]) != 0) die("pthread_create");
+    }
+    for (int i = 0; i < 2; i++) pthread_join(threads[i], NULL);
+    double two = now_seconds() - start;
+    snprintf(contender, sizeof contender, "%s-1thread", g_sqlite_name);
+    report(name, contender, n, one);
+    report(name, g_sqlite_name, 2 * n, two);
+    for (int i = 0; i < 2; i++) {
+        free(readers[i].copy);
+        sqlite3_finalize(readers[i].select);
+        sqlite3_close(readers[i].db);
+    }
+}
+
 static void bench_sqlite(size_t size, long n, int with_miss) {
     char path[4096], name[128], key[128];
     snprintf(path, sizeof path, "%s/sqlite-%s", g_dir, size_label(size));
@@ -207,6 +270,7 @@ static void bench_sqlite(size_t size, long n, int with_miss) {
     }
     snprintf(name, sizeof name, "disk.get-hit(%s)", size_label(size));
     report(name, g_sqlite_name, n, now_seconds() - start);
+    bench_sqlite_threads(path, size, n);
 
     if (with_miss) {
         start = now_seconds();

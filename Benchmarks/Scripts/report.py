@@ -26,6 +26,7 @@ NAMES = {
     "lru": "MemoryStore .lru",
     "disk-lru": "DiskStore .lru",
     "1thread": "1 thread",
+    "sqlite-1thread": "raw SQLite, 1 thread",
 }
 
 # case, peer, min Larder/peer speed ratio, limit, min Larder/limit speed ratio, note on the target.
@@ -148,6 +149,25 @@ def build(samples, units, rounds, by_round, header):
                           "" if target is None else f"≥ {target:.2f}", verdict]
             out.append("| " + " | ".join(cells) + " |")
     out.append("")
+
+    # Two reading threads: Larder's scaling beside raw SQLite's own in the same rounds (baseline.c:
+    # a connection per thread, a read transaction per get). Not a target: what the machine gives.
+    scaling = []
+    for case in ("disk.get-hit(100B, 2 threads)", "disk.get-hit(4KiB, 2 threads)"):
+        larder = paired_ratio(by_round, case, "larder", "1thread")
+        raw = paired_ratio(by_round, case, "sqlite", "sqlite-1thread")
+        if larder is not None or raw is not None:
+            scaling.append(f"| {case} | {'-' if larder is None else f'{larder:.2f}×'} | "
+                           f"{'-' if raw is None else f'{raw:.2f}×'} |")
+    if scaling:
+        out.append("Two reading threads over one, each taken within a round (median over rounds): Larder "
+                   "beside raw SQLite reading the same keys, a connection per thread (the reference, not "
+                   "a target).")
+        out.append("")
+        out.append("| case | Larder 2 threads / 1 | raw SQLite 2 threads / 1 |")
+        out.append("|---|---:|---:|")
+        out += scaling
+        out.append("")
 
     # Open time: absolute target.
     out.append(f"Open time of a `DiskStore` (open, read `totalCount`, one lookup, close; median of 5 "
