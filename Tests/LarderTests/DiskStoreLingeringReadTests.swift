@@ -101,6 +101,52 @@ struct DiskStoreLingeringReadTests {
         #expect(checked >= 20)  // (88 under ThreadSanitizer in one CI run; hundreds in a plain one)
     }
 
+    /// A read whose every lookup lost the entry's file to an overwrite committed in between
+    /// reads once more under the writer's lock (`foundValueUnderWriterLock`); before, it
+    /// returned a miss although the key had a value all along (a CI run of the test above:
+    /// "key0: read nil"). That last read answers as the usual path does.
+    @Test
+    func theReadUnderTheWritersLockAnswersAsAnyRead() throws {
+        // Given a store on a clock of its own, with a value inline, one in a file, one that
+        // expires, one with a sliding lifetime and one whose file will be damaged
+        let clock = TestClock()
+        let store = try makeStore { $0.now = clock.closure }
+        defer { store.close() }
+        let start = clock.peek
+        let small = Data("small".utf8), large = Data(repeating: 0x41, count: 64 * 1024)
+        try store.setValue(small, forKey: "inline")
+        try store.setValue(large, forKey: "file")
+        try store.setValue(small, forKey: "expiring", expiry: .seconds(5))
+        try store.setValue(small, forKey: "sliding", expiry: .sliding(10))
+        try store.setValue(Data(repeating: 0x42, count: 64 * 1024), forKey: "damaged")
+        let blobs = folder.url.appendingPathComponent("blobs")
+        let digest = KeyHashing.sha1.hexDigest("damaged")
+        let damaged = try #require(try FileManager.default.contentsOfDirectory(atPath: blobs.path)
+            .first { $0.hasPrefix(digest + "-") })
+        try Data(repeating: 0x43, count: 64 * 1024).write(to: blobs.appendingPathComponent(damaged))
+        clock.advance(by: 8)
+        let before = store.statistics
+
+        // When each is read under the writer's lock
+        // Then values come back whole, a sliding lifetime renewed from now
+        #expect(try store.foundValueUnderWriterLock(forKey: "inline")?.data == small)
+        #expect(try store.foundValueUnderWriterLock(forKey: "file")?.data == large)
+        let sliding = try #require(try store.foundValueUnderWriterLock(forKey: "sliding"))
+        #expect(sliding.data == small && sliding.expires == (start + 18).milliseconds)
+        // and an absent, an expired and a damaged entry are misses, the damaged one removed
+        #expect(try store.foundValueUnderWriterLock(forKey: "absent") == nil)
+        #expect(try store.foundValueUnderWriterLock(forKey: "expiring") == nil)
+        #expect(try store.foundValueUnderWriterLock(forKey: "damaged") == nil)
+        #expect(try !store.containsValue(forKey: "damaged"))
+        #expect(!FileManager.default.fileExists(atPath: blobs.appendingPathComponent(damaged).path))
+        let after = store.statistics
+        #expect(after.hits - before.hits == 3 && after.misses - before.misses == 3)
+        #expect(after.corruptEntriesDropped - before.corruptEntriesDropped == 1)
+        // And the hits were logged as any read's: the renewal holds at t16 (the index said t10)
+        clock.advance(by: 8)
+        #expect(try store.value(forKey: "sliding") == small)
+    }
+
     @Test
     func aCheckpointThatWaitsForReadersIsNotKeptWaitingByLingeringSnapshots() throws {
         // Given a store whose readers keep snapshots of a log that holds frames

@@ -96,8 +96,50 @@ extension DiskStore {
                 }
             }
         }
-        countMiss()
-        return nil
+        // Each lookup lost the entry's file to an overwrite committed between the lookup and
+        // the file read (another store or process replacing the key again and again). Without
+        // this last read such a read returned a miss although the key had a value all along.
+        return try foundValueUnderWriterLock(forKey: key)
+    }
+
+    /// ``foundValue(forKey:)``'s last try: the lookup and the file read under the writer's
+    /// lock, where no commit can replace the row, so its file stays until it has been read.
+    /// The hit is logged (and a sliding lifetime renewed) as any read's; damaged bytes remove
+    /// the entry and expired ones read as a miss, as on the read's usual path.
+    func foundValueUnderWriterLock(forKey key: String) throws -> FoundValue? {
+        enum Outcome {
+            case found(FoundValue, rowID: Int64, renewed: Int64?)
+            case miss
+            case damaged(DiskIndex.Location)
+        }
+        let now = configuration.now().milliseconds
+        let outcome: Outcome = try withLiveIndex { _, index in
+            try index.connection.transaction {
+                // Lifetimes this process renewed decide whether the entry is live.
+                if hasPendingRenewals { try flushAccesses(index: index) }
+                guard let location = try index.reads.location(forKey: key) else { return .miss }
+                if let expires = location.expires, expires <= now { return .miss }
+                guard let data = try decode(location, key: key) else { return .damaged(location) }
+                let renewed = location.renewedExpiry(at: now)
+                let found = FoundValue(
+                    data: data, expires: renewed ?? location.expires, metadata: location.metadata,
+                    sliding: location.sliding)
+                return .found(found, rowID: location.rowID, renewed: renewed)
+            }
+        }
+        switch outcome {
+        case .found(let found, let rowID, let renewed):
+            recordHit(rowID: rowID, now: now, renewing: renewed)
+            return found
+        case .miss:
+            countMiss()
+            return nil
+        case .damaged(let location):
+            // The row was current under the lock, so its bytes are damaged, not replaced.
+            _ = try drop(key: key, location: location)
+            countMiss()
+            return nil
+        }
     }
 
     /// What one lookup of ``foundValue(forKey:)`` found.
