@@ -119,11 +119,8 @@ struct DiskStoreLingeringReadTests {
         try store.setValue(small, forKey: "expiring", expiry: .seconds(5))
         try store.setValue(small, forKey: "sliding", expiry: .sliding(10))
         try store.setValue(Data(repeating: 0x42, count: 64 * 1024), forKey: "damaged")
-        let blobs = folder.url.appendingPathComponent("blobs")
-        let digest = KeyHashing.sha1.hexDigest("damaged")
-        let damaged = try #require(try FileManager.default.contentsOfDirectory(atPath: blobs.path)
-            .first { $0.hasPrefix(digest + "-") })
-        try Data(repeating: 0x43, count: 64 * 1024).write(to: blobs.appendingPathComponent(damaged))
+        let damaged = try blobFile(forKey: "damaged", in: folder.url)
+        try Data(repeating: 0x43, count: 64 * 1024).write(to: damaged)
         clock.advance(by: 8)
         let before = store.statistics
 
@@ -138,7 +135,7 @@ struct DiskStoreLingeringReadTests {
         #expect(try store.foundValueUnderWriterLock(forKey: "expiring") == nil)
         #expect(try store.foundValueUnderWriterLock(forKey: "damaged") == nil)
         #expect(try !store.containsValue(forKey: "damaged"))
-        #expect(!FileManager.default.fileExists(atPath: blobs.appendingPathComponent(damaged).path))
+        #expect(!FileManager.default.fileExists(atPath: damaged.path))
         let after = store.statistics
         #expect(after.hits - before.hits == 3 && after.misses - before.misses == 3)
         #expect(after.corruptEntriesDropped - before.corruptEntriesDropped == 1)

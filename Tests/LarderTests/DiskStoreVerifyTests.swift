@@ -20,13 +20,9 @@ struct DiskStoreVerifyTests {
         return try DiskStore(directory: folder.url, configuration: configuration)
     }
 
-    /// The blob file of `key` (the store names files `blobs/<sha1 of key>-<random>`).
+    /// The blob file of `key` in this suite's store.
     func blobFile(forKey key: String) throws -> URL {
-        let digest = KeyHashing.sha1.hexDigest(key)
-        let blobs = folder.url.appendingPathComponent("blobs")
-        let name = try #require(try FileManager.default.contentsOfDirectory(atPath: blobs.path)
-            .first { $0.hasPrefix(digest + "-") })
-        return blobs.appendingPathComponent(name)
+        try LarderTests.blobFile(forKey: key, in: folder.url)
     }
 
     /// Runs an UPDATE on the index through a second connection, as another tool would.
