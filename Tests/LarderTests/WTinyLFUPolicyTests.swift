@@ -238,9 +238,9 @@ struct WTinyLFUPolicyTests {
         var sketch = FrequencySketch(capacity: 100)
         let hash = "key".hashValue
         for _ in 0..<11 { sketch.increment(hash) }
-        #expect(sketch.samplePeriod == 3_200)
+        #expect(sketch.samplePeriod == 1_600)
         // When the period's uses are recorded
-        for _ in 0..<3_199 { sketch.recordUse() }
+        for _ in 0..<1_599 { sketch.recordUse() }
         #expect(sketch.estimate(hash) == 11)
         sketch.recordUse()
         // Then the counters hold 5 and the doorkeeper nothing

@@ -70,8 +70,8 @@ public struct EvictionPolicy: Sendable, Hashable, CustomStringConvertible {
     /// seen more often stays, the other is evicted, and a tie keeps main's. A hit in probation
     /// moves the entry to protected; protected's least recently used entries fall back to
     /// probation when it is over its share. The sketch is a count-min sketch of 4-bit counters
-    /// with a doorkeeper bloom filter in front, halved periodically so that old popularity
-    /// fades; it costs about 9 bytes per entry.
+    /// with a doorkeeper bloom filter in front, halved after 16 uses per entry so that old
+    /// popularity fades; it costs about 9 bytes per entry.
     ///
     /// It keeps the most of a skewed (Zipf-like) working set of Larder's policies, and resists
     /// scans and one-hit wonders like S3-FIFO. A hit costs a list move plus a sketch update.

@@ -28,7 +28,7 @@
 ///   `countLimit` split 1/99 the same way.
 ///
 /// - Complexity: A hit is O(1) and never allocates (amortized: the sketch halves its counters
-///   once every 32 × capacity uses of main). Picking a victim is amortized O(1): every entry
+///   once every 16 × capacity uses of main). Picking a victim is amortized O(1): every entry
 ///   moves from the window to main at most once per insertion.
 @usableFromInline
 struct WTinyLFUPolicy: MemoryPolicy {

@@ -58,7 +58,7 @@ struct ReferenceWTinyLFUStore<Key: Hashable & Sendable, Value>: MemoryStoreModel
 
         mutating func recordUse() {
             uses += 1
-            guard uses >= 32 * capacity else { return }
+            guard uses >= 16 * capacity else { return }
             uses = 0
             counters = counters.mapValues { $0 / 2 }
             doorkeeper = []
