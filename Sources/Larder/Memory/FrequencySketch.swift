@@ -25,12 +25,12 @@
 struct FrequencySketch {
     /// Counters saturate here.
     @inlinable static var maxCount: UInt64 { 15 }
-    /// Halve after this many uses per key of capacity: the sample of the TinyLFU paper is 16
-    /// times the cache, the most a counter with its doorkeeper bit can tell apart (15 + 1).
-    /// TinyLFU's small-counter rule: a key used more than sample / capacity times in one sample
-    /// is in the cache's top share anyway, so counting on is wasted. libCacheSim's WTinyLFU
-    /// halves after 32 per key, with 32-bit counters; with 4-bit ones that period left the
-    /// hottest keys saturated, tied in every admission contest (Benchmarks/policies/README.md).
+    /// Halve after this many uses per key of capacity: 16, what a counter and its doorkeeper bit
+    /// count to (15 + 1). By TinyLFU's small-counter rule a key used more than sample ÷ capacity
+    /// times in one sample is in the cache's top share whatever its exact count, so counters
+    /// need count no further than that; here the counters' width sets the sample. libCacheSim's
+    /// WTinyLFU halves after 32 per key, with 32-bit counters; with 4-bit ones that period left
+    /// the hottest keys saturated, tied in every admission contest (Benchmarks/policies/README.md).
     @inlinable static var sampleFactor: Int { 16 }
     /// The smallest table, in keys.
     @inlinable static var minimumCapacity: Int { 16 }
