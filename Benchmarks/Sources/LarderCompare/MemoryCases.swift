@@ -49,10 +49,13 @@ struct MemoryWorkload {
     /// Scattered read order over the first `capacity` keys.
     let readOrder: [Int]
     let box = Box(1)
+    /// Turns the W-TinyLFU and LRU stores take over the hit case's reads (0: one after the other).
+    let policyChunks: Int
 
-    init(capacity: Int, operations: Int) {
+    init(capacity: Int, operations: Int, policyChunks: Int = 16) {
         self.capacity = capacity
         self.operations = operations
+        self.policyChunks = max(0, policyChunks)
         keys = (0..<(2 * capacity)).map { "memory-key-" + String(repeating: "0", count: max(0, 6 - String($0).count)) + String($0) }
         nsKeys = keys.map { NSString(string: $0) }
         readOrder = (0..<capacity).map { Workload.readIndex($0, capacity) }

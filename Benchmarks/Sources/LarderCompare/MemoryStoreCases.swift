@@ -24,21 +24,42 @@ func runMemoryStoreCases(_ workload: MemoryWorkload) throws {
     // Hits under W-TinyLFU against `.lru` on the same entries (issue #18: ≤ 1.3× the time).
     // W-TinyLFU's store overflows once after the fill, so the entries leave the window for main
     // (probation and protected), where hits promote, demote and count in the sketch, as in a
-    // running cache; the LRU store is filled the same way short of the overflow.
-    for (name, policy) in [("lru", EvictionPolicy.lru), ("larder", .wTinyLFU)] {
+    // running cache; the LRU store is filled the same way short of the overflow. Both stores are
+    // filled first and then take turns over `memchunks` chunks of the reads (default 16; which
+    // goes first alternates), each contender's time the sum of its chunks, so that both meet the
+    // same moods of a shared host; `memchunks=0` reads one store's `n` and then the other's.
+    let policies = [("lru", EvictionPolicy.lru), ("larder", .wTinyLFU)]
+    var stores: [MemoryStore<String, Box>] = []
+    for (_, policy) in policies {
         let limit = capacity + capacity / 100 + 2  // main's share (99%) holds every entry
         let store = try MemoryStore<String, Box>(configuration: .init(countLimit: limit, policy: policy))
         for i in 0..<capacity { store.setValue(workload.box, forKey: workload.keys[i]) }
         for i in 0..<(limit - capacity + (policy == .lru ? 0 : 1)) { store.setValue(workload.box, forKey: "filler \(i)") }
-        var found = 0
-        let seconds = measure {
-            for i in 0..<n where store.value(forKey: workload.keys[workload.readOrder[i % capacity]]) != nil {
-                found += 1
-            }
+        stores.append(store)
+    }
+    var found = [0, 0]
+    var seconds = [0.0, 0.0]
+    func read(_ contender: Int, _ range: Range<Int>) {
+        let store = stores[contender]
+        var hits = 0
+        seconds[contender] += measure {
+            for i in range where store.value(forKey: workload.keys[workload.readOrder[i % capacity]]) != nil { hits += 1 }
         }
+        found[contender] += hits
+    }
+    let chunks = workload.policyChunks
+    if chunks == 0 {
+        for contender in policies.indices { read(contender, 0..<n) }
+    } else {
+        for chunk in 0..<chunks {
+            let range = (chunk * n / chunks)..<((chunk + 1) * n / chunks)
+            for contender in [chunk % 2, 1 - chunk % 2] { read(contender, range) }
+        }
+    }
+    for (index, (name, policy)) in policies.enumerated() {
         // A sketch collision can make one filler win a contest over an entry: at most one miss.
-        guard found >= n - n / capacity - 1 else { fail("MemoryStore(\(policy)): \(found) hits of \(n)") }
-        report("memory.get-hit(wTinyLFU)", name, ops: n, seconds: seconds)
+        guard found[index] >= n - n / capacity - 1 else { fail("MemoryStore(\(policy)): \(found[index]) hits of \(n)") }
+        report("memory.get-hit(wTinyLFU)", name, ops: n, seconds: seconds[index])
     }
 
     // Inserts that evict: count limit `capacity`, keys cycling through `2 × capacity`, so every
