@@ -139,8 +139,7 @@ func runDiskPolicyCase(_ arguments: Arguments, root: URL) throws {
     try runDiskPolicyCase(
         "disk.get-hit(100B, s3fifo, warm)", inBackground: false, warmUpPasses: 3,
         rankWarmUp: arguments.int("warmrank", default: 1) != 0, measuredPasses: arguments.int("warmpasses", default: 4),
-        chunks: chunks, keys: keys, values: values,
-        order: order, root: root)
+        chunks: chunks, keys: keys, values: values, order: order, root: root)
 }
 
 private func runDiskPolicyCase(
