@@ -44,6 +44,31 @@ public func measure(_ body: () throws -> Void) rethrows -> Double {
     return monotonicSeconds() - start
 }
 
+/// Times two contenders over the same `count` items, `passes` times, and returns each one's
+/// seconds: with `chunks` > 0 each pass is cut into that many chunks, each read by one contender
+/// and then the other (which goes first alternates), so that both meet the same moods of a
+/// shared host; with `chunks` 0, contender 0 does all its passes, then contender 1.
+public func measureInTurns(
+    count: Int, chunks: Int, passes: Int = 1, _ body: (_ contender: Int, _ items: Range<Int>) throws -> Void
+) rethrows -> [Double] {
+    var seconds = [0.0, 0.0]
+    guard chunks > 0 else {
+        for contender in 0..<2 {
+            for _ in 0..<passes { seconds[contender] += try measure { try body(contender, 0..<count) } }
+        }
+        return seconds
+    }
+    var turn = 0
+    for _ in 0..<passes {
+        for chunk in 0..<chunks {
+            let items = (chunk * count / chunks)..<((chunk + 1) * count / chunks)
+            for contender in [turn % 2, 1 - turn % 2] { seconds[contender] += try measure { try body(contender, items) } }
+            turn += 1
+        }
+    }
+    return seconds
+}
+
 /// CPU time this process has used so far (user and system, every thread), in seconds.
 public func processCPUSeconds() -> Double {
     var usage = rusage()

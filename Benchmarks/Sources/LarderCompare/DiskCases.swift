@@ -167,30 +167,13 @@ private func runDiskPolicyCase(
         if warmUpPasses > 0 && rankWarmUp { try store.trim(toCount: .max) }
         stores.append(store)
     }
-    func read(_ contender: Int, _ keys: ArraySlice<String>) throws -> Double {
+    var seconds = try measureInTurns(count: n, chunks: chunks, passes: measuredPasses) { contender, items in
         let store = stores[contender]
-        return try measure {
-            for key in keys {
-                guard let value = try store.value(forKey: key), value.count == 100 else {
-                    fail("\(contenders[contender].0): miss for \(key)")
-                }
-                consume(value)
+        for key in order[items] {
+            guard let value = try store.value(forKey: key), value.count == 100 else {
+                fail("\(contenders[contender].0): miss for \(key)")
             }
-        }
-    }
-    var seconds = [0.0, 0.0]
-    if chunks == 0 {
-        for contender in contenders.indices {
-            for _ in 0..<measuredPasses { seconds[contender] += try read(contender, order[...]) }
-        }
-    } else {
-        var turn = 0
-        for _ in 0..<measuredPasses {
-            for chunk in 0..<chunks {
-                let keys = order[(chunk * n / chunks)..<((chunk + 1) * n / chunks)]
-                for contender in [turn % 2, 1 - turn % 2] { seconds[contender] += try read(contender, keys) }
-                turn += 1
-            }
+            consume(value)
         }
     }
     // Reads ranked on the reading thread: each store's time includes ranking what its measured

@@ -38,23 +38,11 @@ func runMemoryStoreCases(_ workload: MemoryWorkload) throws {
         stores.append(store)
     }
     var found = [0, 0]
-    var seconds = [0.0, 0.0]
-    func read(_ contender: Int, _ range: Range<Int>) {
+    let seconds = measureInTurns(count: n, chunks: workload.policyChunks) { contender, items in
         let store = stores[contender]
         var hits = 0
-        seconds[contender] += measure {
-            for i in range where store.value(forKey: workload.keys[workload.readOrder[i % capacity]]) != nil { hits += 1 }
-        }
+        for i in items where store.value(forKey: workload.keys[workload.readOrder[i % capacity]]) != nil { hits += 1 }
         found[contender] += hits
-    }
-    let chunks = workload.policyChunks
-    if chunks == 0 {
-        for contender in policies.indices { read(contender, 0..<n) }
-    } else {
-        for chunk in 0..<chunks {
-            let range = (chunk * n / chunks)..<((chunk + 1) * n / chunks)
-            for contender in [chunk % 2, 1 - chunk % 2] { read(contender, range) }
-        }
     }
     for (index, (name, policy)) in policies.enumerated() {
         // A sketch collision can make one filler win a contest over an entry: at most one miss.
