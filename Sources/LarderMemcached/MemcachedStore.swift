@@ -37,27 +37,87 @@ import Synchronization
 /// - Important: `keys(withPrefix:)` returns nothing and `removeAll()` does nothing: memcached
 ///   cannot list or clear one namespace. Remote values end by their TTL.
 public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
-    /// Settings of a ``MemcachedStore``.
-    public struct Configuration: Sendable {
-        /// The server's host name or address. Defaults to `127.0.0.1`.
+    /// One memcached server of the pool.
+    public struct Server: Sendable, Hashable, CustomStringConvertible {
+        /// The server's host name or address, as every client of the pool spells it (it names
+        /// the server's points on the ring).
         public var host: String
         /// The server's port. Defaults to 11211.
         public var port: Int
+        /// The server's share of the keys, relative to the others' (libmemcached's weight).
+        /// Defaults to 1.
+        public var weight: Int
+
+        public init(host: String, port: Int = 11211, weight: Int = 1) {
+            self.host = host
+            self.port = port
+            self.weight = weight
+        }
+
+        public var description: String { "\(host):\(port)" }
+    }
+
+    /// What happens to the keys of a server that does not answer.
+    public struct Failover: Sendable, Hashable {
+        enum Kind: Sendable, Hashable {
+            case none
+            case gutter([Server], maxTTL: Duration)
+            case replicas(Int)
+        }
+        let kind: Kind
+
+        /// Its keys are misses until it answers again (the default).
+        public static let none = Failover(kind: .none)
+
+        /// A small spare pool takes a failed server's keys: a write its own server refused is
+        /// stored in the gutter with a lifetime of at most `maxTTL`, a read its own server
+        /// cannot answer reads the gutter, and every removal reaches the gutter too. A value
+        /// read from the gutter is at most `maxTTL` old.
+        public static func gutter(_ servers: [Server], maxTTL: Duration) -> Failover {
+            Failover(kind: .gutter(servers, maxTTL: maxTTL))
+        }
+
+        /// Each value is written to `count` distinct servers (the key's own, then the next ones
+        /// round the ring); a read asks the first and, when it fails, the next. A failed server
+        /// then costs no misses.
+        public static func replicas(_ count: Int) -> Failover {
+            Failover(kind: .replicas(count))
+        }
+    }
+
+    /// Settings of a ``MemcachedStore``.
+    public struct Configuration: Sendable {
+        /// The servers the keys are spread over, by libmemcached's weighted ketama ring.
+        /// Defaults to one server on `127.0.0.1:11211`.
+        public var servers: [Server]
+        /// What a failed server's keys do: misses (`.none`, the default), a gutter pool, or replicas.
+        public var failover: Failover
+        /// The first server's host name or address.
+        public var host: String {
+            get { servers.first?.host ?? "" }
+            set { if servers.isEmpty { servers = [Server(host: newValue)] } else { servers[0].host = newValue } }
+        }
+        /// The first server's port.
+        public var port: Int {
+            get { servers.first?.port ?? 0 }
+            set { if servers.isEmpty { servers = [Server(host: "127.0.0.1", port: newValue)] } else { servers[0].port = newValue } }
+        }
         /// Prefix of every key this store writes: printable ASCII, no spaces, ≤ 150 bytes.
         /// Defaults to `"larder:"`.
         public var namespace: String
-        /// Pipelined connections kept open. Defaults to 2.
+        /// Pipelined connections kept open to each server. Defaults to 2.
         public var connectionCount: Int
         /// The longest any operation (connecting included) may take before it is a miss.
         /// Defaults to 100 ms.
         public var deadline: Duration
         /// First and longest wait before reconnecting a failed connection. Defaults to 20 ms and 500 ms.
         public var reconnectBackoff: (initial: Duration, maximum: Duration)
-        /// Consecutive failures that open the circuit breaker. Defaults to 8.
+        /// Consecutive failures of one server that open its circuit breaker (the server is then
+        /// left out until a probe succeeds). Defaults to 8.
         public var breakerThreshold: Int
         /// How long an open breaker fails calls at once before one probe. Defaults to 250 ms.
         public var breakerCooldown: Duration
-        /// The server's item size limit (`-I`); larger envelopes stay local. Defaults to 1 MiB
+        /// The servers' item size limit (`-I`); larger envelopes stay local. Defaults to 1 MiB
         /// minus 512 bytes of memcached's own item header.
         public var maxItemSize: Int
         /// The longest a local copy of a remote value lives; `.zero` keeps none; `nil` bounds it
@@ -71,12 +131,17 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
         public var leaseDuration: Duration
         /// How long a caller that finds the lease busy waits before loading on its own. Defaults to 2 s.
         public var leaseWaitLimit: Duration
+        /// How many keys per server this store remembers whose write or removal did not reach
+        /// that server (each deleted there before it is read there again). Past that, every
+        /// read of the server is a miss until the longest lifetime this store has written has
+        /// passed. Defaults to 10,000 (about 1 MiB per server at most).
+        public var recoveryJournalLimit: Int
         /// The event loops the connections run on; `nil` uses NIO's shared group.
         public var eventLoopGroup: (any EventLoopGroup)?
         /// The clock the envelope's expiry and the TTL mapping use. Defaults to `Date()`.
         public var now: @Sendable () -> Date
 
-        /// A configuration with a default for every setting.
+        /// A configuration for one server, with a default for every setting.
         public init(
             host: String = "127.0.0.1", port: Int = 11211, namespace: String = "larder:", connectionCount: Int = 2,
             deadline: Duration = .milliseconds(100),
@@ -85,11 +150,40 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
             maxItemSize: Int = 1_048_576 - 512, localCopyMaxAge: Duration? = .seconds(60),
             copiesHitsToLocalTiers: Bool = false, defaultExpiry: Expiry = .seconds(3_600),
             leaseDuration: Duration = .seconds(30), leaseWaitLimit: Duration = .seconds(2),
+            recoveryJournalLimit: Int = 10_000,
             eventLoopGroup: (any EventLoopGroup)? = nil,
             now: @escaping @Sendable () -> Date = { Date() }
         ) {
-            self.host = host
-            self.port = port
+            self.init(
+                servers: [Server(host: host, port: port)], namespace: namespace, connectionCount: connectionCount,
+                deadline: deadline, reconnectBackoff: reconnectBackoff, breakerThreshold: breakerThreshold,
+                breakerCooldown: breakerCooldown, maxItemSize: maxItemSize, localCopyMaxAge: localCopyMaxAge,
+                copiesHitsToLocalTiers: copiesHitsToLocalTiers, defaultExpiry: defaultExpiry, leaseDuration: leaseDuration,
+                leaseWaitLimit: leaseWaitLimit, recoveryJournalLimit: recoveryJournalLimit,
+                eventLoopGroup: eventLoopGroup, now: now)
+        }
+
+        /// A configuration for a pool of servers, with a default for every other setting.
+        ///
+        /// ```swift
+        /// let remote = try MemcachedStore(configuration: .init(
+        ///     servers: [.init(host: "10.0.0.5"), .init(host: "10.0.0.6"), .init(host: "10.0.0.7", weight: 2)],
+        ///     failover: .replicas(2), namespace: "feed:"))
+        /// ```
+        public init(
+            servers: [Server], failover: Failover = .none, namespace: String = "larder:", connectionCount: Int = 2,
+            deadline: Duration = .milliseconds(100),
+            reconnectBackoff: (initial: Duration, maximum: Duration) = (.milliseconds(20), .milliseconds(500)),
+            breakerThreshold: Int = 8, breakerCooldown: Duration = .milliseconds(250),
+            maxItemSize: Int = 1_048_576 - 512, localCopyMaxAge: Duration? = .seconds(60),
+            copiesHitsToLocalTiers: Bool = false, defaultExpiry: Expiry = .seconds(3_600),
+            leaseDuration: Duration = .seconds(30), leaseWaitLimit: Duration = .seconds(2),
+            recoveryJournalLimit: Int = 10_000,
+            eventLoopGroup: (any EventLoopGroup)? = nil,
+            now: @escaping @Sendable () -> Date = { Date() }
+        ) {
+            self.servers = servers
+            self.failover = failover
             self.namespace = namespace
             self.connectionCount = connectionCount
             self.deadline = deadline
@@ -102,6 +196,7 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
             self.defaultExpiry = defaultExpiry
             self.leaseDuration = leaseDuration
             self.leaseWaitLimit = leaseWaitLimit
+            self.recoveryJournalLimit = recoveryJournalLimit
             self.eventLoopGroup = eventLoopGroup
             self.now = now
         }
@@ -134,36 +229,83 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
         public var breakerRejections = 0
         /// Reads of many keys in one quiet batch (``MemcachedStore/entries(forKeys:)``).
         public var batchReads = 0
+        /// Keys whose write or removal did not reach their server and whose delete there is
+        /// still owed (summed over the servers; see ``Configuration/recoveryJournalLimit``).
+        public var pendingRecoveryDeletes = 0
 
         public init() {}
     }
 
     public let configuration: Configuration
     public let tierID: StorageTier
-    private let pool: ConnectionPool
+    private let pool: ServerPool
     private let remoteKey: RemoteKey
     private let counters = StoreCounters()
 
-    /// Connects lazily to the configured server.
+    /// Connects lazily to the configured servers.
     ///
-    /// - Throws: ``Larder/StorageError`` with code `.invalidConfiguration` for a bad namespace or limit.
-    public init(configuration: Configuration = .init(), tierID: StorageTier = .remote) throws {
+    /// - Throws: ``Larder/StorageError`` with code `.invalidConfiguration` for a bad namespace,
+    ///   server list, failover or limit.
+    public convenience init(configuration: Configuration = .init(), tierID: StorageTier = .remote) throws {
+        try self.init(configuration: configuration, tierID: tierID, connectingTo: { $0 })
+    }
+
+    /// A store whose connections to each server go to the address `route` gives (the ring
+    /// still places keys by the configured names): the tests reach servers through proxies.
+    init(configuration: Configuration, tierID: StorageTier, connectingTo route: (Server) -> Server) throws {
         guard configuration.connectionCount >= 1, configuration.breakerThreshold >= 1, configuration.maxItemSize > RemoteEnvelope.headerLength,
-              configuration.deadline > .zero, (1...65_535).contains(configuration.port) else {
-            throw StorageError.invalidConfiguration(field: "MemcachedStore.Configuration", value: "\(configuration.port)",
-                                                    reason: "connectionCount, breakerThreshold ≥ 1, deadline > 0, a valid port and item size")
+              configuration.deadline > .zero, configuration.recoveryJournalLimit >= 0 else {
+            throw StorageError.invalidConfiguration(field: "MemcachedStore.Configuration", value: "\(configuration.servers)",
+                                                    reason: "connectionCount, breakerThreshold ≥ 1, deadline > 0, recoveryJournalLimit ≥ 0 and a valid item size")
+        }
+        try Self.validate(servers: configuration.servers, field: "servers")
+        switch configuration.failover.kind {
+        case .none: break
+        case .replicas(let count):
+            guard count >= 1 else {
+                throw StorageError.invalidConfiguration(field: "failover", value: "replicas(\(count))", reason: "needs at least 1 replica")
+            }
+        case .gutter(let servers, let maxTTL):
+            try Self.validate(servers: servers, field: "failover.gutter")
+            guard maxTTL > .zero else {
+                throw StorageError.invalidConfiguration(field: "failover", value: "gutter maxTTL \(maxTTL)", reason: "must be positive")
+            }
         }
         self.configuration = configuration
         self.tierID = tierID
         remoteKey = try RemoteKey(namespace: configuration.namespace)
-        pool = ConnectionPool(
-            settings: .init(
-                host: configuration.host, port: configuration.port, connectionCount: configuration.connectionCount,
-                deadline: TimeAmount(configuration.deadline),
-                reconnectBackoff: (TimeAmount(configuration.reconnectBackoff.initial), TimeAmount(configuration.reconnectBackoff.maximum)),
-                breakerThreshold: configuration.breakerThreshold, breakerCooldown: TimeAmount(configuration.breakerCooldown),
-                maxValueLength: max(configuration.maxItemSize, 1 << 20) * 2),
-            group: configuration.eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton)
+        let group = configuration.eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton
+        pool = ServerPool(
+            servers: configuration.servers, failover: configuration.failover,
+            journalLimit: configuration.recoveryJournalLimit, now: configuration.now
+        ) { named in
+            let server = route(named)
+            return ConnectionPool(
+                settings: .init(
+                    host: server.host, port: server.port, connectionCount: configuration.connectionCount,
+                    deadline: TimeAmount(configuration.deadline),
+                    reconnectBackoff: (TimeAmount(configuration.reconnectBackoff.initial), TimeAmount(configuration.reconnectBackoff.maximum)),
+                    breakerThreshold: configuration.breakerThreshold, breakerCooldown: TimeAmount(configuration.breakerCooldown),
+                    maxValueLength: max(configuration.maxItemSize, 1 << 20) * 2),
+                group: group)
+        }
+    }
+
+    private static func validate(servers: [Server], field: String) throws {
+        guard !servers.isEmpty else {
+            throw StorageError.invalidConfiguration(field: field, value: "[]", reason: "needs at least one server")
+        }
+        for server in servers {
+            guard (1...65_535).contains(server.port), server.weight >= 0, !server.host.isEmpty,
+                  !server.host.utf8.contains(where: { $0 <= 0x20 }) else {
+                throw StorageError.invalidConfiguration(
+                    field: field, value: "\(server) weight \(server.weight)",
+                    reason: "a server needs a host without spaces, a port in 1...65535 and a weight ≥ 0")
+            }
+        }
+        guard Set(servers.map { "\($0.host):\($0.port)" }).count == servers.count else {
+            throw StorageError.invalidConfiguration(field: field, value: "\(servers)", reason: "lists a server twice")
+        }
     }
 
     public var localCopyMaxAge: Duration? { configuration.localCopyMaxAge }
@@ -183,19 +325,23 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
     ///     try await storage.value(forKey: "home", tiers: .remote)
     /// }
     /// ```
-    public var taskExecutor: any TaskExecutor { pool.executor }
+    public var taskExecutor: any TaskExecutor { pool.members[0].connections.executor }
 
     /// One executor per connection, each running tasks on that connection's event loop (the
     /// first is ``taskExecutor``). Many concurrent callers spread over them use every loop, and
     /// each caller's commands go out on its own loop's connection.
-    public var taskExecutors: [any TaskExecutor] { pool.executors }
+    public var taskExecutors: [any TaskExecutor] { pool.members.flatMap(\.connections.executors) }
 
     /// The store's counters.
     public var statistics: Statistics {
         var statistics = counters.snapshot()
-        statistics.timeouts = pool.counters.timeouts.load(ordering: .relaxed)
-        statistics.breakerOpens = pool.counters.breakerOpens.load(ordering: .relaxed)
-        statistics.breakerRejections = pool.counters.breakerRejections.load(ordering: .relaxed)
+        for member in pool.allMembers {
+            let counters = member.connections.counters
+            statistics.timeouts += counters.timeouts.load(ordering: .relaxed)
+            statistics.breakerOpens += counters.breakerOpens.load(ordering: .relaxed)
+            statistics.breakerRejections += counters.breakerRejections.load(ordering: .relaxed)
+            statistics.pendingRecoveryDeletes += member.journal.count
+        }
         return statistics
     }
 
@@ -214,13 +360,22 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
 
     nonisolated(nonsending) public func entry(forKey key: String) async throws -> TierEntry? {
         let resolved = remoteKey.resolve(key)
-        let response = try await send(MetaCommand(.get, key: resolved.key, flags: Self.getFlags))
+        let read: (MetaResponse, ServerPool.Member)?
+        do {
+            read = try await pool.read(MetaCommand(.get, key: resolved.key, flags: Self.getFlags), key: resolved.key)
+        } catch {
+            throw failure(error, key: resolved.key)
+        }
+        guard let (response, member) = read else {
+            counters.misses.add(1, ordering: .relaxed)
+            return nil
+        }
         switch response.status {
         case .miss:
             counters.misses.add(1, ordering: .relaxed)
             return nil
         case .value:
-            guard let entry = await accept(response, resolved: resolved) else { return nil }
+            guard let entry = await accept(response, resolved: resolved, from: member) else { return nil }
             counters.hits.add(1, ordering: .relaxed)
             return entry
         default:
@@ -228,40 +383,80 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
         }
     }
 
-    /// The entries of `keys` that are present, read in one quiet batch (`mg … q` per key, then
-    /// `mn`) on one connection: misses cost no reply. ``Larder/Storage``'s
-    /// `values(forKeys:tiers:)` reaches it for the keys its faster tiers miss.
+    /// The entries of `keys` that are present, read in one quiet batch per server (`mg … q`
+    /// per key, then `mn`), the servers' batches sent at once: misses cost no reply.
+    /// ``Larder/Storage``'s `values(forKeys:tiers:)` reaches it for the keys its faster tiers
+    /// miss. The keys of a server that fails are read one by one through the failover (or
+    /// are misses).
     ///
-    /// - Throws: ``Larder/StorageError`` (code `.io`) when the batch fails.
+    /// - Throws: ``Larder/StorageError`` (code `.io`) when every server's batch failed.
     nonisolated(nonsending) public func entries(forKeys keys: [String]) async throws -> [String: TierEntry] {
         let resolved = keys.map { remoteKey.resolve($0) }
-        var commands: [MetaCommand] = []
-        commands.reserveCapacity(keys.count + 1)
-        for key in resolved { commands.append(MetaCommand(.get, key: key.key, flags: Self.quietGetFlags)) }
-        commands.append(MetaCommand(.noop))
-        let responses: [MetaResponse]
         counters.batchReads.add(1, ordering: .relaxed)
-        do {
-            responses = try await pool.sendBatch(commands)
-        } catch {
-            counters.errors.add(1, ordering: .relaxed)
-            throw StorageError(code: .io, message: "memcached \(configuration.host):\(configuration.port): \(error)", cause: error)
+        // Each key in its own server's batch; one that server owes a delete takes the slow path.
+        var batches: [ObjectIdentifier: (member: ServerPool.Member, indices: [Int])] = [:]
+        var oneByOne: [Int] = []
+        let now = configuration.now()
+        for index in keys.indices {
+            let member = pool.primary(for: resolved[index].key)
+            if member.journal.blocks(resolved[index].key, now: now) {
+                oneByOne.append(index)
+            } else {
+                batches[ObjectIdentifier(member), default: (member, [])].indices.append(index)
+            }
         }
         var found: [String: TierEntry] = [:]
         found.reserveCapacity(keys.count)
-        // By index: each reply is read where it lies (a reply holds two buffers to retain).
-        for index in keys.indices where index < responses.count {
-            switch responses[index].status {
-            case .value:
-                if let entry = await accept(responses[index], resolved: resolved[index]) {
-                    counters.hits.add(1, ordering: .relaxed)
-                    found[keys[index]] = entry
+        var failures = 0
+        var lastError: (any Error)?
+        let parts = Array(batches.values)
+        let replies: [Result<[MetaResponse], any Error>] = await withTaskGroup(
+            of: (Int, Result<[MetaResponse], any Error>).self
+        ) { group in
+            for (part, batch) in parts.enumerated() {
+                var commands: [MetaCommand] = []
+                commands.reserveCapacity(batch.indices.count + 1)
+                for index in batch.indices { commands.append(MetaCommand(.get, key: resolved[index].key, flags: Self.quietGetFlags)) }
+                commands.append(MetaCommand(.noop))
+                group.addTask {
+                    do { return (part, .success(try await batch.member.connections.sendBatch(commands))) }
+                    catch { return (part, .failure(error)) }
                 }
-            case .miss:
-                counters.misses.add(1, ordering: .relaxed)
-            default:
-                counters.errors.add(1, ordering: .relaxed)
             }
+            var replies = [Result<[MetaResponse], any Error>](repeating: .success([]), count: parts.count)
+            for await (part, reply) in group { replies[part] = reply }
+            return replies
+        }
+        for (part, batch) in parts.enumerated() {
+            switch replies[part] {
+            case .failure(let error):
+                failures += 1
+                lastError = error
+                counters.errors.add(1, ordering: .relaxed)
+                // With failover, the failed server's keys can still be read elsewhere.
+                if pool.replicas > 1 || pool.gutter != nil { oneByOne.append(contentsOf: batch.indices) }
+            case .success(let responses):
+                // By index: each reply is read where it lies (a reply holds two buffers to retain).
+                for (position, index) in batch.indices.enumerated() where position < responses.count {
+                    switch responses[position].status {
+                    case .value:
+                        if let entry = await accept(responses[position], resolved: resolved[index], from: batch.member) {
+                            counters.hits.add(1, ordering: .relaxed)
+                            found[keys[index]] = entry
+                        }
+                    case .miss:
+                        counters.misses.add(1, ordering: .relaxed)
+                    default:
+                        counters.errors.add(1, ordering: .relaxed)
+                    }
+                }
+            }
+        }
+        for index in oneByOne {
+            if let entry = try? await entry(forKey: keys[index]) { found[keys[index]] = entry }
+        }
+        if failures > 0, failures == parts.count, found.isEmpty, let lastError {
+            throw StorageError(code: .io, message: "memcached: \(lastError)", cause: lastError)
         }
         return found
     }
@@ -284,14 +479,18 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
             _ = try await removeValue(forKey: key)
             return
         }
-        let response = try await send(MetaCommand(.set(envelope), key: resolved.key, flags: [.ttl(ttl)]))
+        let payload = envelope
+        let response = try await update(key: resolved.key, ttl: ttl) { ttl in
+            MetaCommand(.set(payload), key: resolved.key, flags: [.ttl(ttl ?? 0)])
+        }
         guard response.status == .stored else { throw unexpected(response) }
         counters.writes.add(1, ordering: .relaxed)
     }
 
     @discardableResult
     nonisolated(nonsending) public func removeValue(forKey key: String) async throws -> Bool {
-        let response = try await send(MetaCommand(.delete, key: remoteKey.key(for: key)))
+        let wireKey = remoteKey.key(for: key)
+        let response = try await update(key: wireKey, ttl: nil) { _ in MetaCommand(.delete, key: wireKey) }
         switch response.status {
         case .stored: return true
         case .notFound: return false
@@ -322,8 +521,14 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
     nonisolated(nonsending) public func leasedEntry(forKey key: String, leaseDuration: Duration) async throws -> LeasedRead {
         let seconds = max(1, Int64(leaseDuration.seconds.rounded(.up)))
         let resolved = remoteKey.resolve(key)
+        // Leases live on the key's own server only: a lease there is what every instance sees.
+        let member = pool.primary(for: resolved.key)
+        guard !member.journal.blocks(resolved.key, now: configuration.now()) else {
+            counters.errors.add(1, ordering: .relaxed)
+            throw StorageError(code: .io, message: "memcached \(member.server): a delete of this key is owed there first")
+        }
         let response = try await send(MetaCommand(
-            .get, key: resolved.key, flags: [.value, .remainingTTL, .cas, .vivify(seconds)]))
+            .get, key: resolved.key, flags: [.value, .remainingTTL, .cas, .vivify(seconds)]), to: member, key: resolved.key, isWrite: false)
         guard response.status == .value else {
             if response.status == .miss { return .busy(stale: nil) }
             throw unexpected(response)
@@ -332,7 +537,7 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
         let busy = response.hasFlag(UInt8(ascii: "Z"))
         let stale = response.hasFlag(UInt8(ascii: "X"))
         // A placeholder the lease created (or that another caller's lease holds) is empty.
-        let entry = (response.value?.readableBytes ?? 0) > 0 ? await accept(response, resolved: resolved) : nil
+        let entry = (response.value?.readableBytes ?? 0) > 0 ? await accept(response, resolved: resolved, from: member) : nil
         if won {
             guard let cas = response.integerFlag(UInt8(ascii: "c")) else { throw unexpected(response) }
             counters.leaseWins.add(1, ordering: .relaxed)
@@ -356,17 +561,24 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
         try RemoteEnvelope.encode(
             digest: resolved.digest, payload: data, expirationDate: expirationDate, metadata: metadata,
             compress: isCompressible, into: &envelope)
+        let member = pool.primary(for: resolved.key)
         guard case .token(let ttl) = RemoteTTL.make(expirationDate: expirationDate, now: now),
               envelope.readableBytes <= configuration.maxItemSize else {
             // Not cacheable remotely: release the placeholder so waiters stop waiting.
-            _ = try await send(MetaCommand(.delete, key: resolved.key, flags: [.compareCAS(lease.token)]))
+            _ = try await send(MetaCommand(.delete, key: resolved.key, flags: [.compareCAS(lease.token)]),
+                               to: member, key: resolved.key, isWrite: true)
             return false
         }
         let response = try await send(MetaCommand(
-            .set(envelope), key: resolved.key, flags: [.ttl(ttl), .compareCAS(lease.token)]))
+            .set(envelope), key: resolved.key, flags: [.ttl(ttl), .compareCAS(lease.token)]), to: member, key: resolved.key, isWrite: true)
         switch response.status {
         case .stored:
             counters.writes.add(1, ordering: .relaxed)
+            // The other replicas get the value as a plain write (the lease lives on the first).
+            for replica in pool.replicas(for: resolved.key).dropFirst() {
+                _ = try? await send(MetaCommand(.set(envelope), key: resolved.key, flags: [.ttl(ttl)]),
+                                    to: replica, key: resolved.key, isWrite: true)
+            }
             return true
         case .exists, .notFound, .notStored:
             counters.rejectedFills.add(1, ordering: .relaxed)
@@ -378,7 +590,8 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
 
     @discardableResult
     nonisolated(nonsending) public func invalidate(forKey key: String) async throws -> Bool {
-        let response = try await send(MetaCommand(.delete, key: remoteKey.key(for: key), flags: [.invalidate]))
+        let wireKey = remoteKey.key(for: key)
+        let response = try await update(key: wireKey, ttl: nil) { _ in MetaCommand(.delete, key: wireKey, flags: [.invalidate]) }
         switch response.status {
         case .stored: return true
         case .notFound: return false
@@ -388,24 +601,60 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
 
     // MARK: - Helpers
 
-    /// Sends one command, turning a failure into a ``Larder/StorageError`` and counting it.
-    nonisolated(nonsending) private func send(_ command: MetaCommand) async throws -> MetaResponse {
+    /// Releases a lease this caller won on a missing key without filling it (its loader
+    /// failed), so that the callers waiting for the fill stop waiting: the empty placeholder
+    /// the lease created is deleted if it is still the one the lease made.
+    nonisolated(nonsending) public func releaseLease(_ lease: TierLease, forKey key: String) async throws {
+        let wireKey = remoteKey.key(for: key)
+        let member = pool.primary(for: wireKey)
+        _ = try await send(MetaCommand(.delete, key: wireKey, flags: [.compareCAS(lease.token)]), to: member, key: wireKey, isWrite: false)
+    }
+
+    /// Sends one command about `key` to `member`, turning a failure into a
+    /// ``Larder/StorageError`` and counting it.
+    nonisolated(nonsending) private func send(
+        _ command: MetaCommand, to member: ServerPool.Member, key: [UInt8], isWrite: Bool
+    ) async throws -> MetaResponse {
+        let response: MetaResponse
         do {
-            let response = try await pool.send(command)
-            if response.status.isError { throw unexpected(response) }
-            return response
-        } catch let error as StorageError {
-            counters.errors.add(1, ordering: .relaxed)
-            throw error
+            response = try await pool.send(command, to: member, key: key, isWrite: isWrite)
         } catch {
-            counters.errors.add(1, ordering: .relaxed)
-            throw StorageError(code: .io, message: "memcached \(configuration.host):\(configuration.port): \(error)", cause: error)
+            throw failure(error, key: key)
         }
+        if response.status.isError {
+            counters.errors.add(1, ordering: .relaxed)
+            throw unexpected(response)
+        }
+        return response
+    }
+
+    /// A write or removal of `key` through the pool's failover rules (see ``ServerPool``).
+    nonisolated(nonsending) private func update(
+        key: [UInt8], ttl: Int64?, make: @Sendable (Int64?) -> MetaCommand
+    ) async throws -> MetaResponse {
+        let response: MetaResponse
+        do {
+            response = try await pool.update(key: key, ttl: ttl, make: make)
+        } catch {
+            throw failure(error, key: key)
+        }
+        if response.status.isError {
+            counters.errors.add(1, ordering: .relaxed)
+            throw unexpected(response)
+        }
+        return response
+    }
+
+    /// Counts a failure and wraps it in a ``Larder/StorageError`` naming the key's server.
+    private func failure(_ error: any Error, key: [UInt8]) -> StorageError {
+        counters.errors.add(1, ordering: .relaxed)
+        if let error = error as? StorageError { return error }
+        return StorageError(code: .io, message: "memcached \(pool.primary(for: key).server): \(error)", cause: error)
     }
 
     private func unexpected(_ response: MetaResponse) -> StorageError {
         let error = MemcachedError(.server, "unexpected reply \(response.status)")
-        return StorageError(code: .io, message: "memcached \(configuration.host):\(configuration.port): \(error)", cause: error)
+        return StorageError(code: .io, message: "memcached: \(error)", cause: error)
     }
 
     /// The flags of a plain read and of one read in a quiet batch (made once, not per call).
@@ -413,7 +662,9 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
     private static let quietGetFlags: [MetaFlag] = [.value, .remainingTTL, .cas, .quiet]
 
     /// Decodes a `VA` reply for the resolved key; a refused envelope is counted, deleted and a miss.
-    nonisolated(nonsending) private func accept(_ response: MetaResponse, resolved: (key: [UInt8], digest: KeyDigest)) async -> TierEntry? {
+    nonisolated(nonsending) private func accept(
+        _ response: MetaResponse, resolved: (key: [UInt8], digest: KeyDigest), from member: ServerPool.Member
+    ) async -> TierEntry? {
         let decoded = (response.value ?? ByteBuffer()).withUnsafeReadableBytes {
             RemoteEnvelope.decode($0, digest: resolved.digest, maxPayloadLength: 1 << 30)
         }
@@ -437,7 +688,7 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
             counters.misses.add(1, ordering: .relaxed)
             // Delete exactly the bytes refused: a value written since then is left alone.
             let cas = response.integerFlag(UInt8(ascii: "c")).map { [MetaFlag.compareCAS($0)] } ?? []
-            _ = try? await send(MetaCommand(.delete, key: resolved.key, flags: cas))
+            _ = try? await send(MetaCommand(.delete, key: resolved.key, flags: cas), to: member, key: resolved.key, isWrite: false)
             return nil
         }
     }

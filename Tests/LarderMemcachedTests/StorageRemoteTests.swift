@@ -3,6 +3,7 @@ import Foundation
 import Larder
 @testable import LarderMemcached
 import LarderTestSupport
+import NIOCore
 import Synchronization
 import Testing
 
@@ -115,6 +116,27 @@ struct StorageRemoteTests {
         }
     }
 
+    /// The sync API cannot reach the network: a sync call that names the shared tier throws
+    /// instead of silently reading around it or leaving its copy behind a removal.
+    @Test func aSyncCallNamingTheSharedTierThrowsAndChangesNothing() async throws {
+        try await withChildProcesses { scope in
+            let server = try await MemcachedServer.start(in: scope)
+            let (storage, store) = try Self.storage(port: server.port)
+            try await storage.setValue("shared", forKey: "k", expiry: .seconds(60))
+            #expect(syncCallsNamingTheSharedTier(storage, forKey: "k").allSatisfy { $0 })
+            let error = syncRemovalError(storage, forKey: "k")
+            #expect(error?.code == .invalidInput)
+            #expect(error?.message.contains("remote") == true)
+            // Nothing changed: the remote copy and the local one are both still there, and the
+            // async read after the refused removal returns the value (it was never removed).
+            #expect(try await store.entry(forKey: "k") != nil)
+            #expect(try await storage.value(forKey: "k", tiers: .memory) == "shared")
+            #expect(try await storage.removeValue(forKey: "k", tiers: .all))
+            #expect(try await storage.value(forKey: "k") == nil, "a removed value never resurfaces")
+            await store.close()
+        }
+    }
+
     @Test func afterAFailedRemoteReadTheLoadedValueIsNotWrittenBack() async throws {
         try await withChildProcesses { scope in
             let server = try await MemcachedServer.start(in: scope)
@@ -214,6 +236,67 @@ struct StorageRemoteTests {
             // Then the key is leased afresh instead of waiting 30 s
             #expect(wonAgain, "the orphaned lease outlived leaseDuration + 4 s")
             await store.close()
+        }
+    }
+
+    /// A loader that throws gives its lease back: the next caller wins it at once and fills
+    /// the key, instead of waiting out `leaseWaitLimit` and loading without filling.
+    @Test func aLoaderThatThrowsReleasesItsLease() async throws {
+        try await withChildProcesses { scope in
+            let server = try await MemcachedServer.start(in: scope)
+            func make() throws -> (Storage<String, String>, MemcachedStore) {
+                let store = try MemcachedStore(configuration: .init(
+                    port: server.port, namespace: "s:", deadline: .seconds(10), leaseWaitLimit: .seconds(30)))
+                return (try Storage(configuration: .init(), additionalTiers: [store], transformer: .string), store)
+            }
+            let (a, storeA) = try make()
+            let (b, storeB) = try make()
+            let gate = AsyncGate()
+            let failing = Task {
+                try await a.value(forKey: "k", expiry: .seconds(60)) { _ in
+                    try await gate.wait()
+                    throw StorageError(code: .io, message: "the source is down")
+                }
+            }
+            // A holds the lease: B finds it busy and waits.
+            let end = ContinuousClock.now + .seconds(10)
+            while storeA.statistics.leaseWins == 0, ContinuousClock.now < end { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(storeA.statistics.leaseWins == 1)
+            let waiting = Task { try await b.value(forKey: "k", expiry: .seconds(60)) { _ in "from B" } }
+            while storeB.statistics.leaseWaits == 0, ContinuousClock.now < end { try await Task.sleep(for: .milliseconds(5)) }
+            gate.open()
+            await #expect(throws: StorageError.self) { try await failing.value }
+            #expect(try await waiting.value == "from B")
+            // B took the released lease and filled the key for the fleet.
+            #expect(storeB.statistics.leaseWins == 1)
+            #expect(try await storeA.entry(forKey: "k") != nil)
+            await storeA.close()
+            await storeB.close()
+        }
+    }
+
+    /// A lease read that times out (a slow but live server) loads locally and leaves the
+    /// fleet's value alone: failure is a miss, not a purge of the shared hot keys.
+    @Test func aTimedOutLeaseReadNeverDeletesTheSharedValue() async throws {
+        try await withChildProcesses { scope in
+            let server = try await MemcachedServer.start(in: scope)
+            let proxy = try await ChaosProxy(upstreamPort: server.port)
+            let writer = try MemcachedStore(configuration: .init(port: server.port, namespace: "s:", deadline: .seconds(10)))
+            let (slow, slowStore) = try Self.storage(port: proxy.port, deadline: .milliseconds(50))
+            let keys = (0..<40).map { "hot-\($0)" }
+            for key in keys {
+                try await writer.setValue(Data("shared".utf8), forKey: key, expiry: .seconds(60), metadata: nil, isCompressible: false)
+            }
+            proxy.set(.delay(.milliseconds(250)))
+            for key in keys { #expect(try await slow.value(forKey: key, expiry: .seconds(60)) { _ in "loaded" } != nil) }
+            proxy.set(.pass)
+            var kept = 0
+            for key in keys where try await writer.entry(forKey: key)?.data == Data("shared".utf8) { kept += 1 }
+            #expect(kept == keys.count, "\(keys.count - kept) shared values were deleted by a slow read")
+            #expect(slowStore.statistics.timeouts > 0 || slowStore.statistics.breakerRejections > 0)
+            await writer.close()
+            await slowStore.close()
+            await proxy.close()
         }
     }
 
@@ -357,8 +440,31 @@ struct StorageRemoteTests {
 
 /// The synchronous API (a sync function picks the sync overloads).
 func syncWriteThenRead(_ storage: Storage<String, String>, _ value: String, forKey key: String) throws -> String? {
-    try storage.setValue(value, forKey: key)
-    return try storage.value(forKey: key)
+    try storage.setValue(value, forKey: key, tiers: [.memory, .disk])
+    return try storage.value(forKey: key, tiers: [.memory, .disk])
+}
+
+/// The error of a synchronous removal from every tier (`nil` if it returned).
+func syncRemovalError(_ storage: Storage<String, String>, forKey key: String) -> StorageError? {
+    do {
+        try storage.removeValue(forKey: key, tiers: .all)
+        return nil
+    } catch {
+        return error as? StorageError
+    }
+}
+
+/// Synchronous calls on `storage` that name its shared tier (or leave the default tiers, which
+/// do): each must throw, and change nothing.
+func syncCallsNamingTheSharedTier(_ storage: Storage<String, String>, forKey key: String) -> [Bool] {
+    [
+        (try? storage.setValue("sync", forKey: key)) == nil,
+        (try? storage.value(forKey: key)) == nil,
+        (try? storage.entry(forKey: key)) == nil,
+        (try? storage.containsValue(forKey: key)) == nil,
+        (try? storage.removeValue(forKey: key, tiers: .all)) == nil,
+        (try? storage.removeAll()) == nil,
+    ]
 }
 
 /// A shared tier without leases, forwarding to a `MemcachedStore` (get-or-load then takes the

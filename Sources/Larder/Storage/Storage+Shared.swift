@@ -126,9 +126,10 @@ extension Storage where Value: Sendable {
             do {
                 read = try await leasing.leasedEntry(forKey: key.cacheKey, leaseDuration: leasing.leaseDuration)
             } catch {
-                // Failure is a miss, and the loader's value is not written back to the tier.
+                // Failure is a miss: the loader's value is neither written back to the tier nor
+                // allowed to remove what the fleet shares there.
                 counters.tier(leasing.tierID).errors.add(1, ordering: .relaxed)
-                return try await loadAndStore(key, tiers: local, expiry: expiry, loader: loader)
+                return try await loadAndStoreLocally(key, tiers: tiers, expiry: expiry, loader: loader)
             }
             switch read {
             case .hit(let found):
@@ -136,21 +137,23 @@ extension Storage where Value: Sendable {
                     try await promote(found, value, forKey: key, from: position, tiers: tiers, token: token, sharedToken: sharedToken)
                     return value
                 }
-                return try await loadAndStore(key, tiers: local, expiry: expiry, loader: loader)
+                return try await loadAndStoreLocally(key, tiers: tiers, expiry: expiry, loader: loader)
             case .won(let lease, let stale):
                 if let stale, let value = decoded(stale, from: leasing) {
                     // Serve the stale value now; this caller's lease refreshes it meanwhile.
                     let detachedKey = key
                     Task {
-                        _ = try? await self.loadAndFill(detachedKey, lease: lease, in: leasing, tiers: tiers, expiry: expiry, loader: loader)
+                        _ = try? await self.loadAndFill(
+                            detachedKey, lease: lease, in: leasing, tiers: tiers, expiry: expiry, releasesOnFailure: false, loader: loader)
                     }
                     return value
                 }
-                return try await loadAndFill(key, lease: lease, in: leasing, tiers: tiers, expiry: expiry, loader: loader)
+                return try await loadAndFill(
+                    key, lease: lease, in: leasing, tiers: tiers, expiry: expiry, releasesOnFailure: true, loader: loader)
             case .busy(let stale):
                 if let stale, let value = decoded(stale, from: leasing) { return value }
                 guard ContinuousClock.now < waitEnd else {
-                    return try await loadAndStore(key, tiers: local, expiry: expiry, loader: loader)
+                    return try await loadAndStoreLocally(key, tiers: tiers, expiry: expiry, loader: loader)
                 }
                 try await Task.sleep(for: pause)
                 pause = min(pause * 2, .milliseconds(50))
@@ -167,28 +170,54 @@ extension Storage where Value: Sendable {
         }
     }
 
-    /// Runs the loader and stores its value in `tiers` (logging a refused write).
-    private func loadAndStore(
+    /// Runs the loader when the leasing tier failed, stayed busy or held bytes that do not
+    /// decode, and keeps the value in the local tiers of `tiers` only, as a bounded local copy
+    /// (logging a refused write). The shared tiers are not touched: failure is a miss, never a
+    /// purge of what the fleet shares.
+    private func loadAndStoreLocally(
         _ key: Key, tiers: StorageTiers, expiry: Expiry?, loader: @escaping @Sendable (Key) async throws -> Value
     ) async throws -> Value {
         let value = try await loader(key)
+        counters.loads.add(1, ordering: .relaxed)
+        let local = localTierIDs(in: tiers)
+        guard local.includesMemory || self.tiers.contains(where: { local.contains($0.tierID) }) else { return value }
         do {
-            try await setValue(value, forKey: key, expiry: expiry, tiers: tiers)
+            let write = try prepareWrite(value, expiry: expiry, tiers: local)
+            let localExpiry = localCopyExpiry(expiry, sharedTiersIn: tiers)
+            try await sharedTurns.withTurn(key) {
+                try await self.turns.withTurn(key) {
+                    try await self.writeLocally(write, value, forKey: key, expiry: expiry, localExpiry: localExpiry, tiers: local)
+                }
+            }
         } catch {
             counters.loadStoreFailures.add(1, ordering: .relaxed)
             configuration.logHandler?("loaded value for \(key.cacheKey) was not stored: \(error)")
         }
-        counters.loads.add(1, ordering: .relaxed)
         return value
     }
 
     /// The lease winner's work: load, store locally, fill the leasing tier under the lease.
     /// A refused fill (the key changed meanwhile) returns the value without caching it there.
+    ///
+    /// A loader that throws gives the lease back when `releasesOnFailure` (the key was missing:
+    /// other callers are waiting for this fill), so the fleet does not wait out the lease.
     private func loadAndFill(
         _ key: Key, lease: TierLease, in leasing: any LeasingCacheTier, tiers: StorageTiers, expiry: Expiry?,
-        loader: @escaping @Sendable (Key) async throws -> Value
+        releasesOnFailure: Bool, loader: @escaping @Sendable (Key) async throws -> Value
     ) async throws -> Value {
-        let value = try await loader(key)
+        let value: Value
+        do {
+            value = try await loader(key)
+        } catch {
+            if releasesOnFailure {
+                do {
+                    try await leasing.releaseLease(lease, forKey: key.cacheKey)
+                } catch {
+                    counters.tier(leasing.tierID).errors.add(1, ordering: .relaxed)
+                }
+            }
+            throw error
+        }
         counters.loads.add(1, ordering: .relaxed)
         let write: PreparedWrite
         do {

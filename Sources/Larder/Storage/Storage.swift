@@ -86,6 +86,9 @@ public final class Storage<Key: CacheKey, Value> {
     @usableFromInline let counters: Counters
     /// Whether ``Configuration/defaultTiers`` names memory (read once, not per read).
     @usableFromInline let defaultTiersIncludeMemory: Bool
+    /// Whether the storage has a shared tier, which only the `async` API reaches: each
+    /// synchronous call then checks that it names none (see ``checkSynchronous(_:)``).
+    @usableFromInline let hasAsyncOnlyTiers: Bool
     /// The identities of every tier: memory first, then the byte tiers in order.
     public let tierIDs: [StorageTier]
 
@@ -131,6 +134,7 @@ public final class Storage<Key: CacheKey, Value> {
         self.tierIDs = ids
         self.localTiers = tiers.compactMap { $0 as? any LocalCacheTier }
         self.allTiersLocal = localTiers.count == tiers.count
+        self.hasAsyncOnlyTiers = !allTiersLocal
         self.counters = Counters(tiers: tiers.map(\.tierID))
         self.localTierCounters = localTiers.map { [counters] in counters.tier($0.tierID) }
         self.localTierIDs = localTiers.map(\.tierID)
@@ -166,6 +170,7 @@ public final class Storage<Key: CacheKey, Value> {
     /// - Throws: ``StorageError`` for I/O failures, or when `tiers` names no tier of the storage.
     @inlinable
     public func value(forKey key: Key, tiers: StorageTiers? = nil) throws -> Value? {
+        if hasAsyncOnlyTiers { try checkSynchronous(tiers) }
         // A memory hit builds no `Entry` (its tier and date) only to drop it.
         if tiers?.includesMemory ?? defaultTiersIncludeMemory, let found = memoryValue(forKey: key) { return found }
         return try valueBelowMemory(forKey: key, tiers: tiers)
@@ -177,6 +182,7 @@ public final class Storage<Key: CacheKey, Value> {
     /// remaining lifetime. Bytes the transformer cannot decode are a miss that removes them.
     @inlinable
     public func entry(forKey key: Key, tiers: StorageTiers? = nil) throws -> Entry? {
+        if hasAsyncOnlyTiers { try checkSynchronous(tiers) }
         let tiers = tiers ?? configuration.defaultTiers
         if let found = memoryEntry(forKey: key, tiers: tiers) { return found }
         return try entryBelowMemory(forKey: key, tiers: tiers)
@@ -347,6 +353,7 @@ public final class Storage<Key: CacheKey, Value> {
     /// Whether any of `tiers` holds a live value for `key`. Reads no value and does not change
     /// recency.
     public func containsValue(forKey key: Key, tiers: StorageTiers? = nil) throws -> Bool {
+        if hasAsyncOnlyTiers { try checkSynchronous(tiers) }
         let tiers = tiers ?? configuration.defaultTiers
         try checkNamesATier(tiers)
         if tiers.includesMemory, memory.containsValue(forKey: key) { return true }
@@ -393,6 +400,7 @@ public final class Storage<Key: CacheKey, Value> {
     ///   that is not finite or tiers the storage does not have, or a tier's error.
     @inlinable
     public func setValue(_ value: Value, forKey key: Key, expiry: Expiry? = nil, tiers: StorageTiers? = nil) throws {
+        if hasAsyncOnlyTiers { try checkSynchronous(tiers) }
         guard self.tiers.isEmpty else {
             return try setValueThroughTiers(value, forKey: key, expiry: expiry, tiers: tiers ?? configuration.defaultTiers)
         }
@@ -489,6 +497,7 @@ public final class Storage<Key: CacheKey, Value> {
     /// - Returns: Whether any tier held a value.
     @discardableResult
     public func removeValue(forKey key: Key, tiers: StorageTiers? = nil) throws -> Bool {
+        if hasAsyncOnlyTiers { try checkSynchronous(tiers) }
         let tiers = tiers ?? configuration.defaultTiers
         try checkNamesATier(tiers)
         return try turns.withTurn(key) {
@@ -513,6 +522,7 @@ public final class Storage<Key: CacheKey, Value> {
     ///   entries included).
     @discardableResult
     public func removeAll(tiers: StorageTiers? = nil) throws -> [StorageTier: Int] {
+        if hasAsyncOnlyTiers { try checkSynchronous(tiers) }
         let tiers = tiers ?? configuration.defaultTiers
         try checkNamesATier(tiers)
         var counts: [StorageTier: Int] = [:]
@@ -589,3 +599,21 @@ public final class Storage<Key: CacheKey, Value> {
 }
 
 extension Storage: Sendable where Value: Sendable {}
+
+extension Storage {
+    /// Refuses a synchronous call that names a shared tier (or leaves `tiers` `nil` while the
+    /// default tiers name one): only the `async` API reaches the network, and a synchronous
+    /// call that silently skipped the tier would read around it, or leave its copy behind a
+    /// write or removal. Loud instead: call it with `await` from an async context, or name the
+    /// local tiers only.
+    @usableFromInline
+    func checkSynchronous(_ tiers: StorageTiers?) throws {
+        let named = tiers ?? configuration.defaultTiers
+        let shared = self.tiers.filter { !($0 is any LocalCacheTier) && named.contains($0.tierID) }.map(\.tierID.name)
+        guard !shared.isEmpty else { return }
+        throw StorageError(
+            code: .invalidInput,
+            message: "a synchronous call cannot reach the shared tier \(shared.joined(separator: ", ")): "
+                + "call the async form with `await` from an async function, or pass tiers: [.memory, .disk]")
+    }
+}

@@ -69,6 +69,10 @@ public protocol LeasingCacheTier: SharedCacheTier {
     @discardableResult
     func invalidate(forKey key: String) async throws -> Bool
 
+    /// Gives up a lease won on a missing key without filling it (the loader failed), so that
+    /// the callers waiting for the fill stop waiting and one of them takes the lease.
+    func releaseLease(_ lease: TierLease, forKey key: String) async throws
+
     /// How long a caller that found the lease busy and no stale value waits, re-reading, before
     /// it recomputes the value itself (without storing it in this tier).
     var leaseWaitLimit: Duration { get }

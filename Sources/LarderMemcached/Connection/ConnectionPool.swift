@@ -52,7 +52,7 @@ final class ConnectionPool: Sendable {
     private let breaker = Locked(Breaker())
     /// Mirrors `breaker` (no failures, not open, no probe), so that the usual call (a healthy
     /// server) checks and records it with one atomic load instead of two lock round trips.
-    private let isHealthy = Atomic<Bool>(true)
+    private let healthy = Atomic<Bool>(true)
     private let nextSlot = Atomic<Int>(0)
     private let isClosed = Atomic<Bool>(false)
     let counters = PoolCounters()
@@ -126,6 +126,9 @@ final class ConnectionPool: Sendable {
             throw MemcachedError(.connection, "\(error)")
         }
     }
+
+    /// Whether the server's last call succeeded and its breaker is closed (one atomic load).
+    var isHealthy: Bool { healthy.load(ordering: .relaxed) }
 
     /// Closes every connection; later calls throw `.closed`.
     func close() async {
@@ -217,13 +220,13 @@ final class ConnectionPool: Sendable {
     // MARK: - Circuit breaker
 
     private func admit() throws {
-        if isHealthy.load(ordering: .relaxed) { return }
+        if healthy.load(ordering: .relaxed) { return }
         let now = NIODeadline.now()
         let allowed: Bool = breaker.withLock { breaker in
             guard let openUntil = breaker.openUntil else { return true }
             guard now >= openUntil, !breaker.probing else { return false }
             breaker.probing = true
-            isHealthy.store(false, ordering: .relaxed)
+            healthy.store(false, ordering: .relaxed)
             return true
         }
         guard allowed else {
@@ -233,19 +236,19 @@ final class ConnectionPool: Sendable {
     }
 
     private func recordSuccess() {
-        if isHealthy.load(ordering: .relaxed) { return }
+        if healthy.load(ordering: .relaxed) { return }
         breaker.withLock { breaker in
             breaker.consecutiveFailures = 0
             breaker.openUntil = nil
             breaker.probing = false
-            isHealthy.store(true, ordering: .relaxed)
+            healthy.store(true, ordering: .relaxed)
         }
     }
 
     private func recordFailure() {
         let opened: Bool = breaker.withLock { breaker in
             breaker.consecutiveFailures += 1
-            isHealthy.store(false, ordering: .relaxed)
+            healthy.store(false, ordering: .relaxed)
             if breaker.probing || (breaker.openUntil == nil && breaker.consecutiveFailures >= settings.breakerThreshold) {
                 breaker.probing = false
                 breaker.openUntil = NIODeadline.now() + settings.breakerCooldown
