@@ -8,9 +8,13 @@ import Larder
 ///
 /// Each ``fetch(_:progress:)``:
 ///
-/// 1. fails fast with ``ImageFetchError/recentlyFailed(underlying:)`` if the URL failed with a
+/// 1. fails at once with ``ImageFetchError/invalidRequest(reason:)`` for a URL that is not an
+///    absolute `http(s)` URL with a host; requests the URL with its scheme and host lower-cased
+///    (every spelling ``ImageKey`` treats as equal reaches the server); fails fast with
+///    ``ImageFetchError/recentlyFailed(underlying:)`` if the URL failed with a
 ///    4xx or non-image content less than ``Configuration/failureMemoryDuration`` ago, and with
-///    ``ImageFetchError/hostUnavailable(host:)`` while the host's circuit breaker is open;
+///    ``ImageFetchError/hostUnavailable(host:)`` while the origin's circuit breaker is open (one
+///    breaker per scheme, host and port);
 /// 2. waits for one of ``Configuration/maximumConcurrentDownloads`` permits (an async
 ///    semaphore: no thread blocks);
 /// 3. downloads through `URLSession` (FoundationNetworking on Linux), reporting progress;
@@ -22,8 +26,9 @@ import Larder
 ///    ``Configuration/retryDelay`` (doubling), or after the `Retry-After` a 429 or 503 asks for
 ///    (bounded by ``Configuration/maximumRetryAfter``), up to ``Configuration/maximumAttempts``.
 ///
-/// Cancelling the calling task cancels the request in flight and throws
-/// ``ImageFetchError/cancelled``; a cancelled fetch is not remembered as a failure.
+/// Local failures (an invalid or unsupported URL, cancellation) are never retried, remembered
+/// or counted by the breaker. Cancelling the calling task cancels the request in flight and
+/// throws ``ImageFetchError/cancelled``.
 ///
 /// ```swift
 /// let fetcher = HTTPImageFetcher()
@@ -82,7 +87,8 @@ public final class HTTPImageFetcher: Sendable {
     /// Downloads and validates the image at `url`.
     ///
     /// - Parameters:
-    ///   - url: The image's address, requested exactly as given.
+    ///   - url: The image's address, requested as given but for its scheme and host, which
+    ///     are lower-cased.
     ///   - headers: Header fields for this request (credentials, for example), on top of the
     ///     configuration's ``Configuration/additionalHeaders``.
     ///   - priority: When the fetcher is at its concurrency bound, waiting downloads start by
@@ -138,12 +144,17 @@ public final class HTTPImageFetcher: Sendable {
         _ url: URL, headers: [String: String], priority: FetchPriority,
         progress: (@Sendable (Int64, Int64?) -> Void)?, conditional: Bool
     ) async throws -> ImageRevalidation {
-        let key = url.absoluteString
+        // A URL that cannot be requested fails here, before the failure memory and the breaker:
+        // it says nothing about the server.
+        guard let target = Self.requestURL(for: url), let origin = Origin(target) else {
+            throw ImageFetchError.invalidRequest(reason: "\(url.absoluteString) is not an absolute http(s) URL with a host")
+        }
+        let key = target.absoluteString
         if let failure = recentFailure(key) { throw ImageFetchError.recentlyFailed(underlying: failure) }
-        let host = url.host?.lowercased() ?? ""
+        let host = origin.key
         let admission = breakers.admit(host, now: configuration.now())
-        if admission == .reject { throw ImageFetchError.hostUnavailable(host: host) }
-        var request = URLRequest(url: url)
+        if admission == .reject { throw ImageFetchError.hostUnavailable(host: origin.authority) }
+        var request = URLRequest(url: target)
         request.timeoutInterval = configuration.timeout.wholeSecondsTimeInterval
         request.setValue("image/*, application/octet-stream;q=0.8", forHTTPHeaderField: "Accept")
         for (field, value) in configuration.additionalHeaders { request.setValue(value, forHTTPHeaderField: field) }
@@ -181,6 +192,10 @@ public final class HTTPImageFetcher: Sendable {
                     if admission == .probe { breakers.abandonedProbe(host) }
                     throw ImageFetchError.cancelled
                 }
+                if case .invalidRequest = error {
+                    if admission == .probe { breakers.abandonedProbe(host) }
+                    throw error
+                }
                 lastError = error
                 if error.isHostFailure, breakers.failed(host, now: configuration.now()) { break attempts }
                 if !error.isRetryable { break attempts }
@@ -197,7 +212,25 @@ public final class HTTPImageFetcher: Sendable {
 
     /// Forgets the remembered failure of `url`, if any.
     public func forgetFailure(for url: URL) {
-        failures.withLock { _ = $0.removeValue(forKey: url.absoluteString) }
+        let key = Self.requestURL(for: url)?.absoluteString ?? url.absoluteString
+        failures.withLock { _ = $0.removeValue(forKey: key) }
+    }
+
+    /// `url` as it is requested: the scheme and host lower-cased (an internationalised host in
+    /// its ASCII, punycode form), everything else as given; `nil` when it is not an absolute
+    /// `http` or `https` URL with a host.
+    ///
+    /// Linux's URL loading refuses a scheme spelled `HTTP` or `Http` as unsupported, and
+    /// ``ImageKey`` treats those spellings (and upper-case hosts) as the same image, so every
+    /// spelling a key accepts must reach the server.
+    static func requestURL(for url: URL) -> URL? {
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: true),
+              let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
+              let host = components.encodedHost, !host.isEmpty
+        else { return nil }
+        components.scheme = scheme
+        components.encodedHost = host.lowercased()
+        return components.url
     }
 
     /// The wait a 429 or 503 answer asks for with `Retry-After` (seconds or an HTTP date),
@@ -323,6 +356,30 @@ public final class HTTPImageFetcher: Sendable {
     }
 }
 
+/// Where a request goes, for the circuit breaker: scheme, host and port (the default port of
+/// the scheme when the URL names none), so a dead port never blocks a live one on the same host.
+struct Origin: Hashable, Sendable {
+    var scheme: String
+    var host: String
+    var port: Int
+
+    /// The origin of a URL from ``HTTPImageFetcher/requestURL(for:)``.
+    init?(_ url: URL) {
+        guard let components = URLComponents(url: url, resolvingAgainstBaseURL: true),
+              let scheme = components.scheme?.lowercased(), let host = components.encodedHost?.lowercased()
+        else { return nil }
+        self.scheme = scheme
+        self.host = host
+        self.port = components.port ?? (scheme == "https" ? 443 : 80)
+    }
+
+    /// `host:port`, as ``ImageFetchError/hostUnavailable(host:)`` names it.
+    var authority: String { "\(host):\(port)" }
+
+    /// The breaker's key.
+    var key: String { "\(scheme)://\(authority)" }
+}
+
 // MARK: - URLSession plumbing
 
 /// A completed transfer: the body and the response head.
@@ -425,6 +482,9 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecke
                 switch nsError.code {
                 case NSURLErrorCancelled: return .failure(.cancelled)
                 case NSURLErrorTimedOut: return .failure(.timedOut)
+                // Refused on this side before anything reached the server.
+                case NSURLErrorBadURL, NSURLErrorUnsupportedURL:
+                    return .failure(.invalidRequest(reason: describe(nsError)))
                 default: break
                 }
             }
