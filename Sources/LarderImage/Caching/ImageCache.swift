@@ -296,8 +296,15 @@ public final class ImageCache: Sendable {
         case let .fetcher(fetcher, options) where key.isOriginal:
             let url = try Self.url(of: key)
             counters.countDownload()
-            let fetched = try await fetcher.fetch(
-                url, headers: options.headers, priority: options.priority, progress: options.progress)
+            let fetched: FetchedImage
+            do {
+                fetched = try await fetcher.fetch(
+                    url, headers: options.headers, priority: options.priority,
+                    partialDownloadFile: partialDownloadFile(for: key), progress: options.progress)
+            } catch {
+                trimPartialDownloads()
+                throw error
+            }
             return try await storeDownloaded(FetchedBytes(fetched), for: key)
         case .fetcher:
             let steps = try processingSteps(for: key).get()
@@ -412,7 +419,8 @@ public final class ImageCache: Sendable {
         }
     }
 
-    /// Removes `source`'s original and every cached variant from every tier.
+    /// Removes `source`'s original and every cached variant from every tier, and the bytes
+    /// kept of an interrupted download of the original.
     ///
     /// Loads in flight are not cancelled; one that finishes afterwards stores its image.
     ///
@@ -420,6 +428,7 @@ public final class ImageCache: Sendable {
     /// - Returns: The number of keys removed (each counted once, whatever tiers held it).
     @discardableResult
     public func removeImage(source: ImageKey) async throws -> Int {
+        removePartialDownload(for: source)
         var removed = 0
         for key in [source.original] + (try await variants(of: source)) where try await storage.removeValue(forKey: key) {
             removed += 1
@@ -427,7 +436,8 @@ public final class ImageCache: Sendable {
         return removed
     }
 
-    /// Removes every image from `tiers`.
+    /// Removes every image from `tiers` (and, with the disk, the bytes kept of interrupted
+    /// downloads).
     ///
     /// - Parameter tiers: The tiers to clear; defaults to every tier.
     /// - Returns: The entries each cleared tier held when the clear began, expired ones included.
@@ -435,7 +445,8 @@ public final class ImageCache: Sendable {
     ///   (the disk of a memory-only cache), or the tiers' errors.
     @discardableResult
     public func removeAll(tiers: StorageTiers = .all) async throws -> [StorageTier: Int] {
-        try await storage.removeAll(tiers: tiers)
+        if tiers.contains(.disk) { removeAllPartialDownloads() }
+        return try await storage.removeAll(tiers: tiers)
     }
 
     // MARK: - Helpers

@@ -1,0 +1,59 @@
+import Foundation
+
+/// Where the cache keeps the bytes of interrupted downloads, so that the fetcher resumes them
+/// (``HTTPImageFetcher/fetch(_:headers:priority:partialDownloadFile:progress:)``).
+///
+/// One file per original, in `partial-downloads/` inside the disk tier's directory (a
+/// memory-only cache keeps none), named by a hash of the key's canonical string; the file
+/// itself names the URL it belongs to, so a hash collision only loses a resumption. The fetcher
+/// removes a file when its download completes or fails for good; the cache removes it with the
+/// image (``removeImage(source:)``, ``removeAll(tiers:)`` of the disk), and keeps at most
+/// ``partialDownloadCountLimit`` files, the least recently written going first.
+extension ImageCache {
+    /// The most interrupted downloads kept at once.
+    static let partialDownloadCountLimit = 16
+
+    /// The directory of the kept downloads, or `nil` without a disk tier.
+    var partialDownloadsDirectory: URL? {
+        configuration.directory?.appendingPathComponent("partial-downloads", isDirectory: true)
+    }
+
+    /// The file for `key`'s original, or `nil` without a disk tier.
+    func partialDownloadFile(for key: ImageKey) -> URL? {
+        // FNV-1a, 64 bits: stable across launches, unlike `Hasher`.
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in key.original.canonicalString.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01B3
+        }
+        let name = String(hash, radix: 16)
+        return partialDownloadsDirectory?.appendingPathComponent(String(repeating: "0", count: 16 - name.count) + name)
+    }
+
+    /// Removes the kept download of `key`'s original, if any.
+    func removePartialDownload(for key: ImageKey) {
+        guard let file = partialDownloadFile(for: key) else { return }
+        try? FileManager.default.removeItem(at: file)
+    }
+
+    /// Removes every kept download.
+    func removeAllPartialDownloads() {
+        guard let directory = partialDownloadsDirectory else { return }
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Removes the least recently written kept downloads beyond ``partialDownloadCountLimit``.
+    func trimPartialDownloads() {
+        guard let directory = partialDownloadsDirectory,
+              let files = try? FileManager.default.contentsOfDirectory(
+                  at: directory, includingPropertiesForKeys: [.contentModificationDateKey]),
+              files.count > Self.partialDownloadCountLimit
+        else { return }
+        let dated = files.map { file in
+            (file, (try? file.resourceValues(forKeys: [.contentModificationDateKey]))?.contentModificationDate ?? .distantPast)
+        }
+        for (file, _) in dated.sorted(by: { $0.1 < $1.1 }).dropLast(Self.partialDownloadCountLimit) {
+            try? FileManager.default.removeItem(at: file)
+        }
+    }
+}
