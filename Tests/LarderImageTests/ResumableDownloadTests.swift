@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import LarderTestSupport
 import Larder
 @testable import LarderImage
@@ -267,6 +270,23 @@ struct ResumableDownloadTests {
     }
 
     @Test
+    func theCacheKeepsABoundedNumberOfInterruptedDownloads() async throws {
+        // Given a server that cuts the first response for every path
+        let image = self.image
+        let range = try RangeServer(Served(body: image, cuts: [1: 30_000]))
+        let cache = try makeCache()
+        // When more images than the limit are cut off
+        let count = ImageCache.partialDownloadCountLimit + 3
+        for index in 0..<count {
+            await #expect(throws: ImageFetchError.self) { try await cache.image(for: ImageKey(range.url("/\(index).png"))) }
+        }
+        // Then only the limit's worth of kept downloads are left, the last one among them
+        #expect(keptFiles.count == ImageCache.partialDownloadCountLimit)
+        let last = try #require(cache.partialDownloadFile(for: ImageKey(range.url("/\(count - 1).png"))))
+        #expect(FileManager.default.fileExists(atPath: last.path))
+    }
+
+    @Test
     func aDamagedOrForeignKeptFileIsIgnoredAndRemoved() throws {
         // Given a kept download written for one URL
         let header = PartialDownload.Header(url: "http://a.test/a.png", entityTag: "\"v1\"", total: 10, count: 4)
@@ -290,5 +310,117 @@ struct ResumableDownloadTests {
         for bad in ["bytes 10-99/*", "bytes */100", "bytes 10-100/100", "bytes 20-10/100", "items 0-1/2", "bytes -1-5/9"] {
             #expect(ContentRange(bad) == nil, "\(bad)")
         }
+    }
+}
+
+/// The same resumption against Python's `http.server` (`Fixtures/range_server.py`, run as a
+/// child process): another server's idea of ranges, validators and a cut connection.
+@Suite(.timeLimit(.minutes(10)), .enabled(if: PythonRangeServer.isAvailable, "python3 is not installed"))
+struct ResumableDownloadPythonTests {
+    let directory: TemporaryDirectory
+
+    init() throws {
+        directory = try TemporaryDirectory("resumable-python")
+    }
+
+    func makeCache(attempts: Int) throws -> ImageCache {
+        let fetcher = HTTPImageFetcher {
+            $0.timeout = .seconds(10)
+            $0.maximumAttempts = attempts
+            $0.retryDelay = .milliseconds(10)
+            $0.hostFailureThreshold = 0
+        }
+        return try ImageCache(fetcher: fetcher) {
+            $0.directory = directory.url.appendingPathComponent("cache")
+            $0.disk.logHandler = nil
+        }
+    }
+
+    @Test
+    func aCutDownloadFromPythonsServerResumesAndNoByteIsSentTwice() async throws {
+        // Given Python's server with a 200 KB PNG whose first response it cuts after 75,000 bytes
+        let image = try ResumableDownloadTests.largePNG(seed: 1)
+        let server = try PythonRangeServer(files: ["big.png": image], cut: 75_000, in: directory)
+        let cache = try makeCache(attempts: 3)
+        // When the image is loaded through a cache
+        let result = try await cache.image(for: ImageKey(server.url("big.png")))
+        // Then the retry asked for the rest and the server sent every byte once
+        #expect(result.source == .network && result.data == image)
+        #expect(try await server.bytesSent("big.png") == image.count)
+    }
+
+    @Test
+    func aFileChangedOnPythonsServerIsDownloadedWholeAgain() async throws {
+        // Given a download cut off by Python's server, after which the file changes
+        let first = try ResumableDownloadTests.largePNG(seed: 1)
+        let second = try ResumableDownloadTests.largePNG(seed: 2)
+        let server = try PythonRangeServer(files: ["c.png": first], cut: 75_000, in: directory)
+        let key = ImageKey(server.url("c.png"))
+        await #expect(throws: ImageFetchError.self) { try await makeCache(attempts: 1).image(for: key) }
+        // (a new modification time and size, so a new ETag and Last-Modified)
+        try await Task.sleep(for: .milliseconds(1_100))
+        try (second + Data([0])).write(to: server.root.appendingPathComponent("c.png"))
+        // When it is loaded again
+        let result = try await makeCache(attempts: 1).image(for: key)
+        // Then the If-Range did not match: the whole new file came, nothing of the old one
+        #expect(result.data == second + Data([0]))
+        #expect(try await server.bytesSent("c.png") == 75_000 + second.count + 1)
+    }
+}
+
+/// `Fixtures/range_server.py` on loopback, started by the test and killed with it.
+final class PythonRangeServer {
+    let root: URL
+    let port: Int
+    private let process: Process
+    private let input = Pipe()
+
+    /// Whether `python3` can be run (CI always runs these tests: `.ci/run` installs it).
+    static let isAvailable: Bool = {
+        if ProcessInfo.processInfo.environment["CI"] == "true" { return true }
+        let paths = (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":")
+        return paths.contains { FileManager.default.isExecutableFile(atPath: "\($0)/python3") }
+    }()
+
+    init(files: [String: Data], cut: Int, in directory: TemporaryDirectory) throws {
+        root = directory.url.appendingPathComponent("served")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        for (name, data) in files { try data.write(to: root.appendingPathComponent(name)) }
+        let script = try #require(Bundle.module.url(forResource: "range_server", withExtension: "py", subdirectory: "Fixtures"))
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", script.path, root.path, String(cut)]
+        let output = Pipe()
+        process.standardOutput = output
+        // The server exits when this pipe closes: at deinit, or when the test process dies.
+        process.standardInput = input
+        try process.run()
+        // The first line is the port; an empty read means the server did not start.
+        var line = Data()
+        while !line.contains(UInt8(ascii: "\n")) {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            line.append(chunk)
+        }
+        guard let port = Int(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            try? input.fileHandleForWriting.close()
+            process.terminate()
+            throw POSIXError(.ECHILD)
+        }
+        self.port = port
+    }
+
+    deinit {
+        try? input.fileHandleForWriting.close()
+        process.terminate()
+        process.waitUntilExit()
+    }
+
+    func url(_ name: String) -> URL { URL(string: "http://127.0.0.1:\(port)/\(name)")! }
+
+    /// The body bytes the server sent for `name`, over every response.
+    func bytesSent(_ name: String) async throws -> Int {
+        let (data, _) = try await URLSession.shared.data(from: url("__sent/\(name)"))
+        return try #require(Int(String(decoding: data, as: UTF8.self)))
     }
 }

@@ -8,7 +8,8 @@ import Foundation
 /// itself names the URL it belongs to, so a hash collision only loses a resumption. The fetcher
 /// removes a file when its download completes or fails for good; the cache removes it with the
 /// image (``removeImage(source:)``, ``removeAll(tiers:)`` of the disk), and keeps at most
-/// ``partialDownloadCountLimit`` files, the least recently written going first.
+/// ``partialDownloadCountLimit`` files and ``partialDownloadSizeLimit`` bytes, the least
+/// recently written going first.
 extension ImageCache {
     /// The most interrupted downloads kept at once.
     static let partialDownloadCountLimit = 16
@@ -42,18 +43,25 @@ extension ImageCache {
         try? FileManager.default.removeItem(at: directory)
     }
 
-    /// Removes the least recently written kept downloads beyond ``partialDownloadCountLimit``.
+    /// The most bytes the kept downloads hold together.
+    static let partialDownloadSizeLimit = 64 * 1024 * 1024
+
+    /// Removes the least recently written kept downloads until at most
+    /// ``partialDownloadCountLimit`` files and ``partialDownloadSizeLimit`` bytes are left.
     func trimPartialDownloads() {
+        let keys: Set<URLResourceKey> = [.contentModificationDateKey, .fileSizeKey]
         guard let directory = partialDownloadsDirectory,
-              let files = try? FileManager.default.contentsOfDirectory(
-                  at: directory, includingPropertiesForKeys: [.contentModificationDateKey]),
-              files.count > Self.partialDownloadCountLimit
+              let files = try? FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: Array(keys))
         else { return }
-        let dated = files.map { file in
-            (file, (try? file.resourceValues(forKeys: [.contentModificationDateKey]))?.contentModificationDate ?? .distantPast)
-        }
-        for (file, _) in dated.sorted(by: { $0.1 < $1.1 }).dropLast(Self.partialDownloadCountLimit) {
-            try? FileManager.default.removeItem(at: file)
+        var kept = files.map { file in
+            let values = try? file.resourceValues(forKeys: keys)
+            return (file: file, date: values?.contentModificationDate ?? .distantPast, size: values?.fileSize ?? 0)
+        }.sorted { $0.date > $1.date }
+        var total = kept.reduce(0) { $0 + $1.size }
+        while let oldest = kept.last, kept.count > Self.partialDownloadCountLimit || total > Self.partialDownloadSizeLimit {
+            try? FileManager.default.removeItem(at: oldest.file)
+            total -= oldest.size
+            kept.removeLast()
         }
     }
 }
