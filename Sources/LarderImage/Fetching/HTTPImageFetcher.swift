@@ -135,9 +135,9 @@ public final class HTTPImageFetcher: Sendable {
     ///
     /// A `304 Not Modified` returns ``ImageRevalidation/notModified(_:)`` with the answer's
     /// header fields (no body is transferred); a `200` returns the new image, validated as
-    /// ``fetch(_:headers:priority:progress:)`` validates one. Without either validator the
+    /// ``fetch(_:headers:priority:partialDownloadFile:progress:)`` validates one. Without either validator the
     /// request is unconditional. Retries, the failure memory and the circuit breaker work as
-    /// for ``fetch(_:headers:priority:progress:)``.
+    /// for ``fetch(_:headers:priority:partialDownloadFile:progress:)``.
     ///
     /// ```swift
     /// let outcome = try await fetcher.revalidate(url, entityTag: "\"v1\"", lastModified: nil)
