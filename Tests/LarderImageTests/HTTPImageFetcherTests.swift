@@ -331,7 +331,7 @@ struct HTTPImageFetcherTests {
         guard case .transport? = first else { Issue.record("expected transport, got \(String(describing: first))"); return }
         // Then 200 more fetches of the host fail at once, without connecting
         for index in 0..<200 {
-            await #expect(throws: ImageFetchError.hostUnavailable(host: "127.0.0.1")) {
+            await #expect(throws: ImageFetchError.hostUnavailable(host: "127.0.0.1:\(port)")) {
                 try await fetcher.fetch(URL(string: "http://127.0.0.1:\(port)/\(index).png")!)
             }
         }

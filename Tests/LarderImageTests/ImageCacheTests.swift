@@ -557,12 +557,71 @@ struct ImageCacheTests {
         #expect(statistics.tierHits["disk"] == 5)
         #expect(statistics.processed == 1)
         #expect(statistics.failures == 1)
-        // And the storage counted at most one hit or one miss per read it was asked for
+        // And the storage counted each request once, in the tier that answered: a caller that
+        // waited for another caller's download counts a miss as the downloading caller does
         let storage = cache.storage.statistics
         #expect(storage[.memory].hits == statistics.memoryHits)
+        #expect(storage[.memory].hits + storage[.memory].misses == statistics.requests)
         #expect(storage[.disk].hits == 5)
-        #expect(storage.misses == 5 + 1 + 1)                     // the downloads, the variant, the failure
-        #expect(storage[.memory].hits + storage[.disk].hits + storage.misses <= statistics.requests)
+        // the callers answered by a download, the variant, the failure
+        #expect(storage.misses == statistics.downloaded + 1 + 1)
+        #expect(storage[.disk].misses == storage.misses)
+        #expect(storage[.memory].hits + storage[.disk].hits + storage.misses == statistics.requests)
+    }
+
+    @Test func callersThatWaitForAnotherCallersDownloadCountOnceInTheStorage() async throws {
+        // Given a fetch that answers only once three callers wait for it
+        let png = self.png
+        let cache = try makeCache()
+        let key = Self.key("joined.png")
+        // When three callers ask for the missing image at once
+        try await withThrowingTaskGroup(of: ImageResult.self) { group in
+            for _ in 0..<3 {
+                group.addTask {
+                    try await cache.image(for: key) { key in
+                        while cache.loads.waiterCount(for: key) < 3 { try await Task.sleep(for: .milliseconds(5)) }
+                        return png
+                    }
+                }
+            }
+            for try await result in group { #expect(result.source == .network) }
+        }
+        // Then the cache and the storage each count three requests: three misses in memory,
+        // three on disk and three overall, with one download
+        let statistics = cache.statistics
+        #expect(statistics.downloaded == 3 && statistics.downloads == 1)
+        let storage = cache.storage.statistics
+        #expect(storage[.memory].misses == 3)
+        #expect(storage[.disk].misses == 3 && storage[.disk].hits == 0)
+        #expect(storage.misses == 3)
+    }
+
+    @Test func afterARelaunchCoalescedCallersCountTheirDiskHitsInBothStatistics() async throws {
+        // Given 40 images on disk, and a new cache on the same directory (a relaunch)
+        let png = self.png
+        let keys = (0..<40).map { Self.key("relaunch\($0).png") }
+        do {
+            let first = try makeCache()
+            for key in keys { try await first.storeImage(png, for: key) }
+        }
+        let cache = try makeCache()
+        // When 8 callers ask for each image at once (those that arrive while another caller's
+        // disk read is in flight wait for it)
+        try await withThrowingTaskGroup(of: ImageResult.self) { group in
+            for key in keys {
+                for _ in 0..<8 { group.addTask { try await cache.image(for: key) { _ in Data() } } }
+            }
+            for try await result in group { #expect(result.source == .disk || result.source == .memory) }
+        }
+        // Then both sets of statistics count every request once, in the tier that answered
+        let statistics = cache.statistics
+        let storage = cache.storage.statistics
+        #expect(statistics.requests == 320 && statistics.downloads == 0)
+        #expect(storage[.memory].hits == statistics.memoryHits)
+        #expect(storage[.memory].misses == 320 - statistics.memoryHits)
+        #expect(storage[.disk].hits == statistics.tierHits["disk", default: 0])
+        #expect(storage[.disk].hits == storage[.memory].misses)
+        #expect(storage[.disk].misses == 0 && storage.misses == 0)
     }
 
     // MARK: - Memory cost and compression

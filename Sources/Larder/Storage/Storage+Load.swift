@@ -97,6 +97,28 @@ extension Storage where Value: Sendable {
         return try await entryBelowMemory(forKey: key, tiers: tiers)
     }
 
+    /// Counts a read that a caller did not make because it waited for another caller's read
+    /// of the same key (a coalesced load above the storage), as that read counted below
+    /// memory: a hit in `tier` and a miss in each byte tier before it, or, when `tier` is
+    /// `nil` (no tier had the key), a miss in every byte tier and overall. `.memory` counts
+    /// nothing: a read that found the key in memory after a miss there counts nothing either.
+    ///
+    /// With it, a caller that counted its memory miss with ``entryInMemory(forKey:)`` and then
+    /// joined another caller's ``entryAfterMemoryMiss(forKey:tiers:)`` counts once, in the tier
+    /// that answered, as a caller that made the read itself does.
+    package func countJoinedRead(answeredBy tier: StorageTier?) {
+        guard tier != .memory else { return }
+        for byteTier in tiers {
+            let counters = self.counters.tier(byteTier.tierID)
+            if byteTier.tierID == tier {
+                counters.hits.add(1, ordering: .relaxed)
+                return
+            }
+            counters.misses.add(1, ordering: .relaxed)
+        }
+        counters.misses.add(1, ordering: .relaxed)
+    }
+
     /// The async read below memory, whichever path the storage's tiers take.
     nonisolated(nonsending) private func entryBelowMemory(forKey key: Key, tiers: StorageTiers) async throws -> Entry? {
         if allTiersLocal {

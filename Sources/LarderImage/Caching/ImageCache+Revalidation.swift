@@ -119,7 +119,7 @@ extension ImageCache {
             case let .badStatus(code): return (500...599).contains(code)
             case .transport, .timedOut, .truncated, .hostUnavailable: return true
             case let .recentlyFailed(underlying): return allowsStale(after: underlying)
-            case .invalidContent, .cancelled: return false
+            case .invalidContent, .cancelled, .invalidRequest: return false
             }
         case is CancellationError, is ImageCacheError: return false
         default: return true

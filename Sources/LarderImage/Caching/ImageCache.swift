@@ -1,6 +1,7 @@
 public import Foundation
 public import Larder
 import Dispatch
+import Synchronization
 
 /// A cache of encoded image bytes with their metadata, in memory and optionally on disk, that
 /// loads what it lacks exactly once.
@@ -52,7 +53,11 @@ import Dispatch
 public final class ImageCache: Sendable {
     /// The configuration the cache was created with.
     public let configuration: Configuration
-    /// The storage underneath: its `Storage/statistics` count the cache's hits and misses.
+    /// The storage underneath: its `Storage/statistics` count each ``image(for:)`` request once
+    /// per tier it reached: a memory hit, or a memory miss and then a hit in the tier that
+    /// answered (a stale image being revalidated included) or a miss in every tier (a download
+    /// or a processed variant), callers that waited for another caller's load included. A
+    /// request that fails counts its memory miss, and below memory only when it made the read.
     public let storage: Storage<ImageKey, CachedImage>
     /// The fetcher ``image(for:)`` uses, or `nil` when the cache was created without one.
     public let fetcher: HTTPImageFetcher?
@@ -216,8 +221,9 @@ public final class ImageCache: Sendable {
 
     /// Memory, then the coalesced rest of the lookup.
     ///
-    /// Each call counts once in ``statistics`` (and in the storage's): a memory hit, or a miss
-    /// in memory followed by one answer below it. A stale image in memory within its
+    /// Each call counts once in ``statistics`` and once in the storage's: a memory hit, or a
+    /// miss in memory followed by one answer below it (a hit in the tier that answered, or a
+    /// miss), whether the call made the read below memory or waited for another call's. A stale image in memory within its
     /// `stale-while-revalidate` window is returned at once and revalidated in the background;
     /// any other stale image goes the coalesced way, to be revalidated.
     func load(_ key: ImageKey, from source: FetchSource) async throws -> ImageResult {
@@ -235,13 +241,29 @@ public final class ImageCache: Sendable {
             }
         }
         do {
-            let result = try await loads.value(for: key) { try await self.resolve(key, from: source) }
+            let leader = LeaderMark()
+            let result = try await loads.value(for: key) {
+                leader.mark()
+                return try await self.resolve(key, from: source)
+            }
+            if !leader.isMarked { countJoinedRead(result) }
             counters.count(result)
             if result.freshness == .staleWhileRevalidate { revalidateInBackground(key, from: source) }
             return result
         } catch {
             counters.countFailure()
             throw error
+        }
+    }
+
+    /// Counts in the storage's statistics what the read this caller joined counted there, so a
+    /// coalesced caller counts once in the tier that answered, as the caller that made the read
+    /// does: a disk hit for an image from disk (fresh, stale or revalidated), a miss in every
+    /// tier for a download or a variant made by processors.
+    private func countJoinedRead(_ result: ImageResult) {
+        switch result.source {
+        case .network, .processed: storage.countJoinedRead(answeredBy: nil)
+        default: storage.countJoinedRead(answeredBy: StorageTier(result.source.name))
         }
     }
 
@@ -274,8 +296,15 @@ public final class ImageCache: Sendable {
         case let .fetcher(fetcher, options) where key.isOriginal:
             let url = try Self.url(of: key)
             counters.countDownload()
-            let fetched = try await fetcher.fetch(
-                url, headers: options.headers, priority: options.priority, progress: options.progress)
+            let fetched: FetchedImage
+            do {
+                fetched = try await fetcher.fetch(
+                    url, headers: options.headers, priority: options.priority,
+                    partialDownloadFile: partialDownloadFile(for: key), progress: options.progress)
+            } catch {
+                trimPartialDownloads()
+                throw error
+            }
             return try await storeDownloaded(FetchedBytes(fetched), for: key)
         case .fetcher:
             let steps = try processingSteps(for: key).get()
@@ -390,7 +419,8 @@ public final class ImageCache: Sendable {
         }
     }
 
-    /// Removes `source`'s original and every cached variant from every tier.
+    /// Removes `source`'s original and every cached variant from every tier, and the bytes
+    /// kept of an interrupted download of the original.
     ///
     /// Loads in flight are not cancelled; one that finishes afterwards stores its image.
     ///
@@ -398,6 +428,7 @@ public final class ImageCache: Sendable {
     /// - Returns: The number of keys removed (each counted once, whatever tiers held it).
     @discardableResult
     public func removeImage(source: ImageKey) async throws -> Int {
+        removePartialDownload(for: source)
         var removed = 0
         for key in [source.original] + (try await variants(of: source)) where try await storage.removeValue(forKey: key) {
             removed += 1
@@ -405,7 +436,8 @@ public final class ImageCache: Sendable {
         return removed
     }
 
-    /// Removes every image from `tiers`.
+    /// Removes every image from `tiers` (and, with the disk, the bytes kept of interrupted
+    /// downloads).
     ///
     /// - Parameter tiers: The tiers to clear; defaults to every tier.
     /// - Returns: The entries each cleared tier held when the clear began, expired ones included.
@@ -413,7 +445,8 @@ public final class ImageCache: Sendable {
     ///   (the disk of a memory-only cache), or the tiers' errors.
     @discardableResult
     public func removeAll(tiers: StorageTiers = .all) async throws -> [StorageTier: Int] {
-        try await storage.removeAll(tiers: tiers)
+        if tiers.contains(.disk) { removeAllPartialDownloads() }
+        return try await storage.removeAll(tiers: tiers)
     }
 
     // MARK: - Helpers
@@ -427,6 +460,17 @@ public final class ImageCache: Sendable {
     func log(_ message: String) {
         (configuration.logHandler ?? configuration.disk.logHandler)?(message)
     }
+}
+
+/// Set by the operation a caller started in the coalescer, so the caller can tell whether it
+/// made the read itself or joined another caller's.
+final class LeaderMark: Sendable {
+    private let marked = Atomic<Bool>(false)
+
+    func mark() { marked.store(true, ordering: .relaxed) }
+
+    /// Read after the coalescer returned, which orders it after the operation's `mark()`.
+    var isMarked: Bool { marked.load(ordering: .relaxed) }
 }
 
 extension ImageCache {

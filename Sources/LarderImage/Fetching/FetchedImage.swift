@@ -13,7 +13,7 @@ public struct FetchedImage: Sendable, Hashable {
     public var format: ImageFormat
     /// The final URL, after redirects.
     public var url: URL
-    /// The HTTP status code (2xx).
+    /// The HTTP status code (2xx); `200` for a download assembled from kept bytes and a `206`.
     public var statusCode: Int
     /// The `ETag` header, for revalidation.
     public var entityTag: String?

@@ -45,10 +45,12 @@ extension HTTPImageFetcher {
         /// waited before the next attempt. Defaults to 60 seconds.
         public var maximumRetryAfter: Duration
 
-        /// Consecutive transport failures or timeouts after which a host's circuit breaker
-        /// opens: fetches from it fail at once with ``ImageFetchError/hostUnavailable(host:)``,
-        /// and after ``hostCooldown`` (doubling to 30 s while it stays down) one fetch is let
-        /// through to test it; its success closes the breaker. Defaults to 3; 0 turns it off.
+        /// Consecutive transport failures or timeouts after which an origin's circuit breaker
+        /// opens (one breaker per scheme, host and port): fetches from it fail at once with
+        /// ``ImageFetchError/hostUnavailable(host:)``, and after ``hostCooldown`` (doubling to
+        /// 30 s while it stays down) one fetch is let through to test it; its success closes the
+        /// breaker. Local failures (an invalid URL, cancellation) never count. Defaults to 3; 0
+        /// turns it off.
         public var hostFailureThreshold: Int
 
         /// How long an open breaker waits before it lets one fetch test the host. Defaults to

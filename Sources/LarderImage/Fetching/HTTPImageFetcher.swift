@@ -8,9 +8,13 @@ import Larder
 ///
 /// Each ``fetch(_:progress:)``:
 ///
-/// 1. fails fast with ``ImageFetchError/recentlyFailed(underlying:)`` if the URL failed with a
+/// 1. fails at once with ``ImageFetchError/invalidRequest(reason:)`` for a URL that is not an
+///    absolute `http(s)` URL with a host; requests the URL with its scheme and host lower-cased
+///    (every spelling ``ImageKey`` treats as equal reaches the server); fails fast with
+///    ``ImageFetchError/recentlyFailed(underlying:)`` if the URL failed with a
 ///    4xx or non-image content less than ``Configuration/failureMemoryDuration`` ago, and with
-///    ``ImageFetchError/hostUnavailable(host:)`` while the host's circuit breaker is open;
+///    ``ImageFetchError/hostUnavailable(host:)`` while the origin's circuit breaker is open (one
+///    breaker per scheme, host and port);
 /// 2. waits for one of ``Configuration/maximumConcurrentDownloads`` permits (an async
 ///    semaphore: no thread blocks);
 /// 3. downloads through `URLSession` (FoundationNetworking on Linux), reporting progress;
@@ -22,8 +26,9 @@ import Larder
 ///    ``Configuration/retryDelay`` (doubling), or after the `Retry-After` a 429 or 503 asks for
 ///    (bounded by ``Configuration/maximumRetryAfter``), up to ``Configuration/maximumAttempts``.
 ///
-/// Cancelling the calling task cancels the request in flight and throws
-/// ``ImageFetchError/cancelled``; a cancelled fetch is not remembered as a failure.
+/// Local failures (an invalid or unsupported URL, cancellation) are never retried, remembered
+/// or counted by the breaker. Cancelling the calling task cancels the request in flight and
+/// throws ``ImageFetchError/cancelled``.
 ///
 /// ```swift
 /// let fetcher = HTTPImageFetcher()
@@ -82,23 +87,44 @@ public final class HTTPImageFetcher: Sendable {
     /// Downloads and validates the image at `url`.
     ///
     /// - Parameters:
-    ///   - url: The image's address, requested exactly as given.
+    ///   - url: The image's address, requested as given but for its scheme and host, which
+    ///     are lower-cased.
     ///   - headers: Header fields for this request (credentials, for example), on top of the
     ///     configuration's ``Configuration/additionalHeaders``.
     ///   - priority: When the fetcher is at its concurrency bound, waiting downloads start by
     ///     priority, then in arrival order.
+    ///   - partialDownloadFile: Where to keep the bytes of a download that is cut off, so that
+    ///     the next attempt (of this fetch or of a later one given the same file, after a
+    ///     relaunch too) asks only for the rest; `nil` starts every attempt from zero. See the
+    ///     discussion.
     ///   - progress: Called as bytes arrive, with the bytes received so far in this attempt and
     ///     the expected total (`Content-Length`) when known. Called on a URLSession queue.
     /// - Returns: The bytes, their format and the response's validators.
     /// - Throws: ``ImageFetchError``, and nothing else.
+    ///
+    /// ### Resumable downloads
+    ///
+    /// With a `partialDownloadFile`, a `200` response with a strong `ETag` or a `Last-Modified`
+    /// date, a `Content-Length` and no content coding that is cut off (or cancelled) part way
+    /// leaves its bytes in the file. The next attempt sends `Range: bytes=<kept>-` and
+    /// `If-Range` with that validator: a `206` whose `Content-Range` starts at the bytes kept
+    /// (with the same total and validators) continues them, and the assembled body is checked
+    /// as any other response (length, type, format) and returned with status `200`; a `200`
+    /// (the image changed, or the server ignores ranges) starts from zero; a `416` or a `206`
+    /// that does not continue the bytes discards them and asks for the whole image at once.
+    /// The file is removed when the fetch succeeds or fails for good (a 4xx, content that is
+    /// not an image), and a file that does not read back exactly for this URL is ignored. It
+    /// holds at most ``Configuration/maximumBodySize`` bytes. ``ImageCache`` passes a file in
+    /// its disk directory for each original it downloads.
     public func fetch(
         _ url: URL,
         headers: [String: String] = [:],
         priority: FetchPriority = .normal,
+        partialDownloadFile: URL? = nil,
         progress: (@Sendable (_ received: Int64, _ expected: Int64?) -> Void)? = nil
     ) async throws -> FetchedImage {
         guard case let .modified(image) = try await run(url, headers: headers, priority: priority, progress: progress,
-                                                        conditional: false)
+                                                        conditional: false, partialFile: partialDownloadFile)
         else { throw ImageFetchError.badStatus(code: 304) }
         return image
     }
@@ -109,9 +135,9 @@ public final class HTTPImageFetcher: Sendable {
     ///
     /// A `304 Not Modified` returns ``ImageRevalidation/notModified(_:)`` with the answer's
     /// header fields (no body is transferred); a `200` returns the new image, validated as
-    /// ``fetch(_:headers:priority:progress:)`` validates one. Without either validator the
+    /// ``fetch(_:headers:priority:partialDownloadFile:progress:)`` validates one. Without either validator the
     /// request is unconditional. Retries, the failure memory and the circuit breaker work as
-    /// for ``fetch(_:headers:priority:progress:)``.
+    /// for ``fetch(_:headers:priority:partialDownloadFile:progress:)``.
     ///
     /// ```swift
     /// let outcome = try await fetcher.revalidate(url, entityTag: "\"v1\"", lastModified: nil)
@@ -136,25 +162,38 @@ public final class HTTPImageFetcher: Sendable {
     /// One fetch with its retries; a `304` is an answer only for a `conditional` request.
     private func run(
         _ url: URL, headers: [String: String], priority: FetchPriority,
-        progress: (@Sendable (Int64, Int64?) -> Void)?, conditional: Bool
+        progress: (@Sendable (Int64, Int64?) -> Void)?, conditional: Bool, partialFile: URL? = nil
     ) async throws -> ImageRevalidation {
-        let key = url.absoluteString
+        // A URL that cannot be requested fails here, before the failure memory and the breaker:
+        // it says nothing about the server.
+        guard let target = Self.requestURL(for: url), let origin = Origin(target) else {
+            throw ImageFetchError.invalidRequest(reason: "\(url.absoluteString) is not an absolute http(s) URL with a host")
+        }
+        let key = target.absoluteString
         if let failure = recentFailure(key) { throw ImageFetchError.recentlyFailed(underlying: failure) }
-        let host = url.host?.lowercased() ?? ""
+        let host = origin.key
         let admission = breakers.admit(host, now: configuration.now())
-        if admission == .reject { throw ImageFetchError.hostUnavailable(host: host) }
-        var request = URLRequest(url: url)
+        if admission == .reject { throw ImageFetchError.hostUnavailable(host: origin.authority) }
+        var request = URLRequest(url: target)
         request.timeoutInterval = configuration.timeout.wholeSecondsTimeInterval
         request.setValue("image/*, application/octet-stream;q=0.8", forHTTPHeaderField: "Accept")
         for (field, value) in configuration.additionalHeaders { request.setValue(value, forHTTPHeaderField: field) }
         for (field, value) in headers { request.setValue(value, forHTTPHeaderField: field) }
+        // A caller that sets its own range gets exactly what it asked for.
+        let partialFile = request.value(forHTTPHeaderField: "Range") == nil ? partialFile : nil
+        var partial = partialFile.flatMap { PartialDownload.read(from: $0, url: key) }
 
         var delay = configuration.retryDelay
         var nextDelay: Duration?
         var lastError = ImageFetchError.transport("no attempt was made")
         let attempts = admission == .probe ? 1 : configuration.maximumAttempts
-        attempts: for attempt in 1...attempts {
-            if attempt > 1 {
+        var attempt = 0
+        // A resumption the server could not continue starts over at once, once per fetch,
+        // without counting as an attempt.
+        var mayRestart = true
+        var restarting = false
+        attempts: while attempt < attempts {
+            if attempt > 0, !restarting {
                 let wait = nextDelay ?? delay
                 do { try await Task.sleep(for: wait) } catch {
                     if admission == .probe { breakers.abandonedProbe(host) }
@@ -162,12 +201,29 @@ public final class HTTPImageFetcher: Sendable {
                 }
                 delay *= 2
             }
+            if !restarting { attempt += 1 }
+            restarting = false
             do { try await semaphore.acquire(priority: priority.rawValue) } catch {
                 if admission == .probe { breakers.abandonedProbe(host) }
                 throw ImageFetchError.cancelled
             }
-            let outcome = await perform(request, progress: progress)
+            var attemptRequest = request
+            partial?.addRangeHeaders(to: &attemptRequest)
+            let transfer = await perform(attemptRequest, progress: progress)
             await semaphore.release()
+            var outcome = transfer.result
+            if let partialFile {
+                switch resume(transfer, partial: &partial, file: partialFile, url: key) {
+                case let .outcome(resumed):
+                    outcome = resumed
+                case .restart where mayRestart:
+                    mayRestart = false
+                    restarting = true
+                    continue attempts
+                case .restart:
+                    outcome = .failure(.invalidContent(reason: "the server did not continue the interrupted download"))
+                }
+            }
             nextDelay = nil
             if case let .success(response) = outcome {
                 breakers.answered(host)
@@ -175,19 +231,88 @@ public final class HTTPImageFetcher: Sendable {
             }
             switch outcome.flatMap({ validate($0, conditional: conditional) }) {
             case let .success(image):
+                if let partialFile { PartialDownload.remove(partialFile) }
                 return image
             case let .failure(error):
                 if error == .cancelled || Task.isCancelled {
                     if admission == .probe { breakers.abandonedProbe(host) }
                     throw ImageFetchError.cancelled
                 }
+                if case .invalidRequest = error {
+                    if admission == .probe { breakers.abandonedProbe(host) }
+                    throw error
+                }
                 lastError = error
                 if error.isHostFailure, breakers.failed(host, now: configuration.now()) { break attempts }
                 if !error.isRetryable { break attempts }
             }
         }
+        // Bytes kept for a URL that failed for good (a 4xx, content that is not an image) are
+        // of no further use; a server failure keeps them for the next fetch.
+        if let partialFile, !lastError.isRetryable { PartialDownload.remove(partialFile) }
         if lastError.isWorthRemembering { rememberFailure(key, lastError) }
         throw lastError
+    }
+
+    /// What a resumable download does with one transfer.
+    private enum ResumeStep {
+        /// Go on with this outcome: a `206` assembled into a complete `200`, or the transfer's own.
+        case outcome(Result<DownloadedResponse, ImageFetchError>)
+        /// The server did not continue the bytes kept (they are discarded): ask for everything.
+        case restart
+    }
+
+    /// Applies one transfer to the download kept in `file`: a `206` continues it (and, when
+    /// complete, becomes the whole response), a `200` replaces it, a `416` or a `206` that does
+    /// not continue it discards it, and a transfer cut off keeps what arrived for next time.
+    private func resume(
+        _ transfer: Transfer, partial: inout PartialDownload?, file: URL, url: String
+    ) -> ResumeStep {
+        // The response head and the body as far as it came, whether or not the transfer ended well.
+        let received: DownloadedResponse?
+        switch transfer.result {
+        case let .success(response): received = response
+        case .failure: received = transfer.received
+        }
+        guard let received else { return .outcome(transfer.result) }
+        let status = received.response.statusCode
+        if let kept = partial {
+            if status == 206 {
+                guard let continued = kept.continued(by: received) else {
+                    PartialDownload.remove(file)
+                    partial = nil
+                    return .restart
+                }
+                if case .success = transfer.result {
+                    // A complete 206 ends the download; one that ended early is a failure below.
+                    guard continued.isComplete, let whole = continued.completeResponse(from: received) else {
+                        PartialDownload.remove(file)
+                        partial = nil
+                        return .outcome(.failure(.truncated(expected: kept.header.total, received: Int64(continued.data.count))))
+                    }
+                    return .outcome(.success(whole))
+                }
+                continued.write(to: file)
+                partial = continued
+                return .outcome(.failure(.truncated(expected: kept.header.total, received: Int64(continued.data.count))))
+            }
+            if status == 416 {
+                PartialDownload.remove(file)
+                partial = nil
+                return .restart
+            }
+            if (200...299).contains(status) {
+                // The whole image again (it changed, or the server ignores ranges): from zero.
+                PartialDownload.remove(file)
+                partial = nil
+            }
+        }
+        if case .failure = transfer.result,
+           let started = PartialDownload.start(received, url: url, maximumSize: configuration.maximumBodySize) {
+            started.write(to: file)
+            partial = started
+        }
+        return .outcome(transfer.result)
     }
 
     /// Forgets every remembered failure, so each URL is tried again at its next fetch.
@@ -197,7 +322,25 @@ public final class HTTPImageFetcher: Sendable {
 
     /// Forgets the remembered failure of `url`, if any.
     public func forgetFailure(for url: URL) {
-        failures.withLock { _ = $0.removeValue(forKey: url.absoluteString) }
+        let key = Self.requestURL(for: url)?.absoluteString ?? url.absoluteString
+        failures.withLock { _ = $0.removeValue(forKey: key) }
+    }
+
+    /// `url` as it is requested: the scheme and host lower-cased (an internationalised host in
+    /// its ASCII, punycode form), everything else as given; `nil` when it is not an absolute
+    /// `http` or `https` URL with a host.
+    ///
+    /// Linux's URL loading refuses a scheme spelled `HTTP` or `Http` as unsupported, and
+    /// ``ImageKey`` treats those spellings (and upper-case hosts) as the same image, so every
+    /// spelling a key accepts must reach the server.
+    static func requestURL(for url: URL) -> URL? {
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: true),
+              let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
+              let host = components.encodedHost, !host.isEmpty
+        else { return nil }
+        components.scheme = scheme
+        components.encodedHost = host.lowercased()
+        return components.url
     }
 
     /// The wait a 429 or 503 answer asks for with `Retry-After` (seconds or an HTTP date),
@@ -234,7 +377,7 @@ public final class HTTPImageFetcher: Sendable {
     private func perform(
         _ request: URLRequest,
         progress: (@Sendable (Int64, Int64?) -> Void)?
-    ) async -> Result<DownloadedResponse, ImageFetchError> {
+    ) async -> Transfer {
         let handle = TaskHandle()
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
@@ -243,7 +386,7 @@ public final class HTTPImageFetcher: Sendable {
                 if handle.attach(task) {
                     task.resume()
                 } else {
-                    delegate.abandon(task, with: .failure(.cancelled))
+                    delegate.abandon(task, with: Transfer(result: .failure(.cancelled)))
                 }
             }
         } onCancel: {
@@ -323,6 +466,30 @@ public final class HTTPImageFetcher: Sendable {
     }
 }
 
+/// Where a request goes, for the circuit breaker: scheme, host and port (the default port of
+/// the scheme when the URL names none), so a dead port never blocks a live one on the same host.
+struct Origin: Hashable, Sendable {
+    var scheme: String
+    var host: String
+    var port: Int
+
+    /// The origin of a URL from ``HTTPImageFetcher/requestURL(for:)``.
+    init?(_ url: URL) {
+        guard let components = URLComponents(url: url, resolvingAgainstBaseURL: true),
+              let scheme = components.scheme?.lowercased(), let host = components.encodedHost?.lowercased()
+        else { return nil }
+        self.scheme = scheme
+        self.host = host
+        self.port = components.port ?? (scheme == "https" ? 443 : 80)
+    }
+
+    /// `host:port`, as ``ImageFetchError/hostUnavailable(host:)`` names it.
+    var authority: String { "\(host):\(port)" }
+
+    /// The breaker's key.
+    var key: String { "\(scheme)://\(authority)" }
+}
+
 // MARK: - URLSession plumbing
 
 /// A completed transfer: the body and the response head.
@@ -330,6 +497,13 @@ struct DownloadedResponse: Sendable {
     var data: Data
     var response: HTTPURLResponse
     var url: URL
+}
+
+/// How one transfer ended, with what arrived before a failure (the response head and the body
+/// so far), which a resumable download keeps.
+struct Transfer: Sendable {
+    var result: Result<DownloadedResponse, ImageFetchError>
+    var received: DownloadedResponse? = nil
 }
 
 /// Links a task to the Swift task that awaits it, so cancellation that races task creation
@@ -360,15 +534,15 @@ private final class TaskHandle: Sendable {
 /// `@unchecked Sendable` because it inherits from `NSObject`; its only mutable state is the
 /// table of transfers inside a `Locked`, and no lock is held while calling out.
 private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
-    private struct Transfer {
-        var continuation: CheckedContinuation<Result<DownloadedResponse, ImageFetchError>, Never>
+    private struct Progress {
+        var continuation: CheckedContinuation<Transfer, Never>
         var progress: (@Sendable (Int64, Int64?) -> Void)?
         var data = Data()
         var response: HTTPURLResponse?
         var rejection: ImageFetchError?
     }
 
-    private let transfers = Locked<[Int: Transfer]>([:])
+    private let transfers = Locked<[Int: Progress]>([:])
     private let maximumBodySize: Int64
 
     init(maximumBodySize: Int64) {
@@ -376,12 +550,12 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecke
     }
 
     func register(_ task: URLSessionDataTask, progress: (@Sendable (Int64, Int64?) -> Void)?,
-                  continuation: CheckedContinuation<Result<DownloadedResponse, ImageFetchError>, Never>) {
-        transfers.withLock { $0[task.taskIdentifier] = Transfer(continuation: continuation, progress: progress) }
+                  continuation: CheckedContinuation<Transfer, Never>) {
+        transfers.withLock { $0[task.taskIdentifier] = Progress(continuation: continuation, progress: progress) }
     }
 
     /// Resumes the waiter of a task that was never started.
-    func abandon(_ task: URLSessionDataTask, with result: Result<DownloadedResponse, ImageFetchError>) {
+    func abandon(_ task: URLSessionDataTask, with result: Transfer) {
         transfers.withLock { $0.removeValue(forKey: task.taskIdentifier) }?.continuation.resume(returning: result)
     }
 
@@ -416,29 +590,37 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecke
         transfer.continuation.resume(returning: Self.outcome(of: transfer, task: task, error: error))
     }
 
-    private static func outcome(of transfer: Transfer, task: URLSessionTask, error: (any Error)?) -> Result<DownloadedResponse, ImageFetchError> {
-        if let rejection = transfer.rejection { return .failure(rejection) }
+    private static func outcome(of transfer: Progress, task: URLSessionTask, error: (any Error)?) -> Transfer {
+        let response = transfer.response ?? task.response as? HTTPURLResponse
+        let received = response.map { response in
+            DownloadedResponse(data: transfer.data, response: response,
+                               url: task.originalRequest?.url ?? response.url ?? URL(fileURLWithPath: "/"))
+        }
+        if let failure = failure(of: transfer, error: error) { return Transfer(result: .failure(failure), received: received) }
+        guard let received else { return Transfer(result: .failure(.transport("the response is not HTTP"))) }
+        return Transfer(result: .success(received))
+    }
+
+    /// The failure a transfer ended with, or `nil` when it ended well.
+    private static func failure(of transfer: Progress, error: (any Error)?) -> ImageFetchError? {
+        if let rejection = transfer.rejection { return rejection }
+        guard let error else { return nil }
         let received = Int64(transfer.data.count)
-        if let error {
-            let nsError = error as NSError
-            if nsError.domain == NSURLErrorDomain {
-                switch nsError.code {
-                case NSURLErrorCancelled: return .failure(.cancelled)
-                case NSURLErrorTimedOut: return .failure(.timedOut)
-                default: break
-                }
+        let nsError = error as NSError
+        if nsError.domain == NSURLErrorDomain {
+            switch nsError.code {
+            case NSURLErrorCancelled: return .cancelled
+            case NSURLErrorTimedOut: return .timedOut
+            // Refused on this side before anything reached the server.
+            case NSURLErrorBadURL, NSURLErrorUnsupportedURL: return .invalidRequest(reason: describe(nsError))
+            default: break
             }
-            // A body cut short surfaces as a transport error; the response head tells how short.
-            if let expected = transfer.response?.expectedContentLength, expected >= 0, received < expected {
-                return .failure(.truncated(expected: expected, received: received))
-            }
-            return .failure(.transport(describe(nsError)))
         }
-        guard let response = transfer.response ?? task.response as? HTTPURLResponse else {
-            return .failure(.transport("the response is not HTTP"))
+        // A body cut short surfaces as a transport error; the response head tells how short.
+        if let expected = transfer.response?.expectedContentLength, expected >= 0, received < expected {
+            return .truncated(expected: expected, received: received)
         }
-        let url = task.originalRequest?.url ?? response.url ?? URL(fileURLWithPath: "/")
-        return .success(DownloadedResponse(data: transfer.data, response: response, url: url))
+        return .transport(describe(nsError))
     }
 
     /// The most specific message in an `NSError` (FoundationNetworking often leaves the

@@ -1,7 +1,7 @@
 import Foundation
 import Larder
 
-/// One circuit breaker per host: closed while the host answers; open after `threshold`
+/// One circuit breaker per origin (scheme, host and port, keyed by ``Origin/key``): closed while the host answers; open after `threshold`
 /// consecutive transport failures, failing fetches at once; after a cooldown, one fetch at a
 /// time is let through as a probe, whose success closes the breaker and whose failure doubles
 /// the cooldown (to at most 30 s).

@@ -12,7 +12,7 @@ public import Foundation
 public enum ImageRevalidation: Sendable, Hashable {
     /// The server answered `304 Not Modified`: the cached bytes are current.
     case notModified(NotModifiedResponse)
-    /// The server answered `200` with a new image, validated as ``HTTPImageFetcher/fetch(_:headers:priority:progress:)``
+    /// The server answered `200` with a new image, validated as ``HTTPImageFetcher/fetch(_:headers:priority:partialDownloadFile:progress:)``
     /// validates one.
     case modified(FetchedImage)
 }
