@@ -47,6 +47,7 @@ struct MemcachedFaultTests {
             let restartedAt = Locked<ContinuousClock.Instant?>(nil)
             let firstHitAfterRestart = Locked<ContinuousClock.Instant?>(nil)
             let killedAt = Locked<ContinuousClock.Instant?>(nil)
+            let lateness = SchedulingLateness.start()
 
             let monitor = Task {
                 while done.value < tasks * operations * 3 / 10 { try await Task.sleep(for: .milliseconds(1)) }
@@ -111,15 +112,18 @@ struct MemcachedFaultTests {
                 try await Task.sleep(for: .milliseconds(5))
             }
             let resumedAfter = try #require(firstHitAfterRestart.withLock { $0 }) - restarted
+            let late = lateness.stop()
             let statistics = store.statistics
-            print("kill test: \(tasks)×\(operations) ops, errors counted \(statistics.errors), timeouts \(statistics.timeouts), breaker opens \(statistics.breakerOpens), slowest op \(slowest.value) µs, hits resumed \(resumedAfter) after the restart")
+            print("kill test: \(tasks)×\(operations) ops, errors counted \(statistics.errors), timeouts \(statistics.timeouts), breaker opens \(statistics.breakerOpens), slowest op \(slowest.value) µs, hits resumed \(resumedAfter) after the restart, worst scheduling lateness \(late)")
             #expect(thrown.value == 0, "no error reaches callers")
             #expect(wrongValues.value == 0)
             #expect(statistics.errors > 0, "the outage was seen")
             // A write's remote step and its clean-up removal each have the deadline; the margin
-            // covers scheduling on a shared 2-core machine (load averages of 17 were seen).
-            #expect(slowest.value < 2 * 100_000 + 900_000)
-            #expect(resumedAfter < .seconds(1))
+            // covers scheduling, plus how late this machine resumed tasks meanwhile (the other
+            // suites of a test run share its cores).
+            let lateMicros = Int(late / .microseconds(1))
+            #expect(slowest.value < 2 * 100_000 + 900_000 + 4 * lateMicros)
+            #expect(resumedAfter < .seconds(1) + late * 4)
             await store.close()
             try await group.shutdownGracefully()
         }
@@ -163,7 +167,9 @@ struct MemcachedFaultTests {
             await readAll()
             proxy.set(mode == "delay" ? .delay(.milliseconds(250)) : .blackHole)
             slowest.store(0)
+            let lateness = SchedulingLateness.start()
             for _ in 0..<3 { await readAll() }
+            let late = lateness.stop()
             let stalledSlowest = slowest.value
             // Late replies arrive on connections already closed; pass again and read everything.
             proxy.set(.pass)
@@ -171,8 +177,8 @@ struct MemcachedFaultTests {
             #expect(try await Self.eventuallyHits(storage, keys[1], Self.value(keys[1], 1)), "reads recover")
             hits.store(0)
             for _ in 0..<3 { await readAll() }
-            print("\(mode): slowest stalled read \(stalledSlowest) µs (deadline 50 ms), timeouts \(store.statistics.timeouts), hits after recovery \(hits.value)/\(3 * keys.count)")
-            #expect(stalledSlowest < 50_000 + 150_000, "deadline + margin on a noisy machine")
+            print("\(mode): slowest stalled read \(stalledSlowest) µs (deadline 50 ms), worst scheduling lateness \(late), timeouts \(store.statistics.timeouts), hits after recovery \(hits.value)/\(3 * keys.count)")
+            #expect(stalledSlowest < 50_000 + 150_000 + 4 * Int(late / .microseconds(1)), "deadline + margin + the machine's lateness")
             #expect(wrong.value == 0)
             #expect(store.statistics.timeouts > 0)
             await store.close()
