@@ -4,6 +4,11 @@
 //
 //   cc -O2 -o baseline_libmemcached baseline_libmemcached.c -lmemcached
 //   ./baseline_libmemcached PORT OPS [ONLY]   (ONLY: get1, mget or set1 runs just that measurement)
+//   ./baseline_libmemcached PORT,PORT,PORT OPS [ONLY]
+//
+// With several ports it is a pooled client over 127.0.0.1 on each port, in that order, with
+// MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED (the placement Larder's pool reproduces), weights 1, and
+// names its rows `libmemcached-pool`; its multi-get sends each server its part of the 32 keys.
 #include <libmemcached/memcached.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,13 +25,23 @@ static double now(void) {
 
 int main(int argc, char **argv) {
     if (argc != 3 && argc != 4) { fprintf(stderr, "usage: %s PORT OPS [get1|mget|set1]\n", argv[0]); return 2; }
-    int port = atoi(argv[1]);
     long ops = atol(argv[2]);
     const char *only = argc == 4 ? argv[3] : NULL;
 #define RUNS(name) (only == NULL || strcmp(only, name) == 0)
+    int pooled = strchr(argv[1], ',') != NULL;
+    const char *name = pooled ? "libmemcached-pool" : "libmemcached";
     memcached_st *mc = memcached_create(NULL);
-    memcached_server_add(mc, "127.0.0.1", (in_port_t)port);
     memcached_behavior_set(mc, MEMCACHED_BEHAVIOR_TCP_NODELAY, 1);
+    if (pooled && memcached_behavior_set(mc, MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED, 1) != MEMCACHED_SUCCESS) {
+        fprintf(stderr, "cannot set MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED\n");
+        return 1;
+    }
+    for (char *port = strtok(argv[1], ","); port != NULL; port = strtok(NULL, ",")) {
+        if (memcached_server_add_with_weight(mc, "127.0.0.1", (in_port_t)atoi(port), 1) != MEMCACHED_SUCCESS) {
+            fprintf(stderr, "cannot add server 127.0.0.1:%s\n", port);
+            return 1;
+        }
+    }
     char keys[KEYS][32];
     size_t lengths[KEYS];
     char value[100];
@@ -48,7 +63,7 @@ int main(int argc, char **argv) {
             if (!got || length != sizeof value) { fprintf(stderr, "get failed\n"); return 1; }
             free(got);
         }
-        printf("libmemcached\tget\t1\t%.0f\n", ops / (now() - start));
+        printf("%s\tget\t1\t%.0f\n", name, ops / (now() - start));
     }
     // get, 32 keys per multi-get
     if (RUNS("mget")) {
@@ -66,7 +81,7 @@ int main(int argc, char **argv) {
             }
         }
         if (fetched < ops) { fprintf(stderr, "mget fetched %ld of %ld\n", fetched, ops); return 1; }
-        printf("libmemcached\tget\t32\t%.0f\n", fetched / (now() - start));
+        printf("%s\tget\t32\t%.0f\n", name, fetched / (now() - start));
     }
     // set, 1 in flight
     if (RUNS("set1")) {
@@ -76,7 +91,7 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "set failed\n"); return 1;
             }
         }
-        printf("libmemcached\tset\t1\t%.0f\n", ops / (now() - start));
+        printf("%s\tset\t1\t%.0f\n", name, ops / (now() - start));
     }
     memcached_free(mc);
     return 0;

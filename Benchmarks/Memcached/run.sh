@@ -8,6 +8,11 @@
 # prefer the store's event loop (`withTaskExecutorPreference(store.taskExecutor)`: no thread hop),
 # callers spread over every connection's loop (`store.taskExecutors`, the `store-on-loops` rows),
 # and the gets once more with swift-nio's event loops installed as Swift's global executor.
+# Beside that one server, in the same rounds, a pool of 3 servers (setup.sh starts both): the
+# `-pool` rows are each contender's pooled client over the same 3 servers: libmemcached with
+# MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED (multi-get of 32, get at 1), pymemcache's HashClient
+# (get_many of 32, get at 1), and Larder's `MemcachedStore(servers:)` (get at 1 and at 32 in
+# flight from Swift's global executor, and its quiet batch of 32 split by server).
 #
 #   Benchmarks/Memcached/run.sh            OPS=100000 ROUNDS=3 (median of the rounds)
 #
@@ -22,22 +27,47 @@ OPS=${OPS:-100000}
 ROUNDS=${ROUNDS:-3}
 # shellcheck source=setup.sh
 source ./setup.sh
+# The command that produced the results, named in them.
+command="OPS=$OPS ROUNDS=$ROUNDS${LARDER_BIN:+ LARDER_BIN=$LARDER_BIN}${BEFORE_BIN:+ BEFORE_BIN=$BEFORE_BIN} Benchmarks/Memcached/run.sh"
 
 raw=results/memcached-raw.tsv
+crashes=.build/compare/crashes.txt
 : >"$raw"
+: >"$crashes"
+# larder ARGS…: one Larder bench process; a crash costs only its rows, and is named in the results.
+larder() {
+    local status=0
+    "$@" >>"$raw" 2>.build/compare/crash.log || status=$?
+    if [ "$status" -ne 0 ]; then
+        where=$(grep -m1 -o 'Sources/LarderMemcached/[^ ]*' .build/compare/crash.log || true)
+        echo "round $round: \`$(basename "$1") ${*:2}\` (${LARDER_BENCH_NIO_EXECUTOR:+NIO as the global executor, }exit $status) ${where:+crashed at $where}" | tr '\t' ' ' >>"$crashes"
+        echo "warning: $* exited $status" >&2
+    fi
+}
 for round in $(seq "$ROUNDS"); do
     echo "round $round" >&2
     .build/compare/baseline_libmemcached "$port" "$OPS" >>"$raw"
     python3 pymemcache_runner.py "$port" "$OPS" >>"$raw"
-    "$LARDER" "$port" "$OPS" >>"$raw"
+    LARDER_BENCH_NO_BATCHES=1 larder "$LARDER" "$port" "$OPS"
+    for batch in "store	get-batch" "storage	get-batch" "store-on-loop	get-batch" "storage-on-loop	get-batch"; do
+        larder "$LARDER" "$port" "$OPS" "$batch"
+    done
     # The same gets with swift-nio's event loops as Swift's global executor (a server's choice).
-    LARDER_BENCH_NIO_EXECUTOR=1 "$LARDER" "$port" "$OPS" "store	get" >>"$raw"
+    LARDER_BENCH_NIO_EXECUTOR=1 larder "$LARDER" "$port" "$OPS" "store	get"
     if [ -n "${BEFORE_BIN:-}" ]; then
         "$BEFORE_BIN" "$port" "$OPS" | sed 's/^larder-/before-larder-/' >>"$raw"
     fi
+    # The pool of 3: each contender's pooled client over the same servers.
+    .build/compare/baseline_libmemcached "$pool_ports" "$OPS" get1 >>"$raw"
+    .build/compare/baseline_libmemcached "$pool_ports" "$OPS" mget >>"$raw"
+    python3 pymemcache_runner.py "$pool_ports" "$OPS" get1 >>"$raw"
+    python3 pymemcache_runner.py "$pool_ports" "$OPS" get_many >>"$raw"
+    LARDER_BENCH_NO_BATCHES=1 larder "$LARDER" "$pool_ports" "$OPS"
+    larder "$LARDER" "$pool_ports" "$OPS" "store	get-batch"
 done
 
-python3 - "$raw" <<'PY' | tee results/memcached.md
+echo "results/memcached.md: $command" >&2
+python3 - "$raw" "$command" "$crashes" <<'PY' | tee results/memcached.md
 import statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
@@ -50,6 +80,9 @@ print(f"Measured {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} U
       f"(load average {' '.join(load)} at the end: a shared, noisy machine), median of the rounds; "
       "ratios are only meaningful within one run.")
 print()
+print(f"Command: `{sys.argv[2]}` (one memcached for the one-server rows and a pool of 3 for the "
+      "`-pool` rows, all on 127.0.0.1, started by setup.sh).")
+print()
 print("| contender | operation | in flight | ops/s (median) |")
 print("|---|---|---|---|")
 for (name, op, inflight), rate in sorted(median.items()):
@@ -60,6 +93,12 @@ print()
 print("| target | ratio | met |")
 print("|---|---|---|")
 for label, a, b, goal in [
+    # Issue #43's targets.
+    ("Larder get at 1 in flight from Swift's default executor ≥ 1× pymemcache (one server)", ("larder-store", "get", "1"), ("pymemcache", "get", "1"), 1.0),
+    ("Pool of 3: Larder get at 32 in flight ≥ 1.5× pymemcache HashClient get_many", ("larder-pool-store", "get", "32"), ("pymemcache-pool", "get", "32"), 1.5),
+    ("Pool of 3: Larder get at 32 in flight ≥ 0.6× libmemcached (ketama weighted) multi-get", ("larder-pool-store", "get", "32"), ("libmemcached-pool", "get", "32"), 0.6),
+    ("Pool of 3: Larder quiet batch of 32 (entries(forKeys:)) vs libmemcached multi-get (≥ 1)", ("larder-pool-store", "get-batch", "32"), ("libmemcached-pool", "get", "32"), 1.0),
+    ("Pool of 3: Larder get at 1 in flight vs libmemcached (≥ 0.8)", ("larder-pool-store", "get", "1"), ("libmemcached-pool", "get", "1"), 0.8),
     ("Larder get at 1 in flight ≥ 0.8× libmemcached", ("larder-store", "get", "1"), ("libmemcached", "get", "1"), 0.8),
     ("Larder get at 32 in flight ≥ 1× libmemcached multi-get", ("larder-store", "get", "32"), ("libmemcached", "get", "32"), 1.0),
     ("Larder get at 32 in flight ≥ 2× pymemcache get_many", ("larder-store", "get", "32"), ("pymemcache", "get", "32"), 2.0),
@@ -85,6 +124,13 @@ for label, a, b, goal in [
 ]:
     r = ratio(a, b)
     print(f"| {label} | {r:.2f} | {'yes' if r >= goal else 'no'} |")
+crashed = [line.strip() for line in open(sys.argv[3]) if line.strip()]
+if crashed:
+    print()
+    print("Crashed (their rows are missing from those rounds; a missing row reads as ratio 0):")
+    print()
+    for line in crashed:
+        print(f"- {line}")
 before = sorted(k for k in median if k[0].startswith("before-"))
 if before:
     print()

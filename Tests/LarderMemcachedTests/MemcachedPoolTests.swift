@@ -143,7 +143,7 @@ struct KetamaRingTests {
 struct MemcachedPoolTests {
     static func store(
         ports: [Int], failover: MemcachedStore.Failover = .none, namespace: String = "p:",
-        deadline: Duration = .milliseconds(300)
+        deadline: Duration = .seconds(2)
     ) throws -> MemcachedStore {
         try MemcachedStore(configuration: .init(
             servers: ports.map { .init(host: "127.0.0.1", port: $0) }, failover: failover, namespace: namespace,
@@ -272,7 +272,7 @@ struct MemcachedPoolTests {
             // the proxies.
             let proxyFor = Dictionary(uniqueKeysWithValues: zip(servers.map(\.port), proxies.map(\.port)))
             let storeA = try MemcachedStore(
-                configuration: Self.store(ports: servers.map(\.port), deadline: .milliseconds(100)).configuration,
+                configuration: Self.store(ports: servers.map(\.port), deadline: .milliseconds(500)).configuration,
                 tierID: .remote, connectingTo: { MemcachedStore.Server(host: $0.host, port: proxyFor[$0.port]!) })
             let storeB = try Self.store(ports: servers.map(\.port))
             let storage = try Storage<String, Data>(configuration: .init(), additionalTiers: [storeA], transformer: .data)

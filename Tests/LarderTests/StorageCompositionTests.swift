@@ -325,9 +325,13 @@ struct StorageCompositionTests {
         // When a value is written with the async API, it reaches all three
         try await storage.setValue("v", forKey: "k")
         #expect(remote.base.peek("k")?.data == Data("v".utf8))
-        // And a synchronous write reaches only the local tiers
+        // And a synchronous write that names the async-only tier (here through the default
+        // tiers) throws and changes no tier, while one that names the local tiers reaches only them
         let calls = remote.callCount
-        try Self.sync { try storage.setValue("local", forKey: "l") }
+        #expect(throws: StorageError.self) { try Self.sync { try storage.setValue("local", forKey: "l") } }
+        #expect(storage.memory.value(forKey: "l") == nil)
+        try Self.sync { try storage.setValue("local", forKey: "l", tiers: [.memory, .disk]) }
+        #expect(storage.memory.value(forKey: "l") == "local")
         #expect(remote.callCount == calls)
         #expect(remote.base.peek("l") == nil)
         // When the local copies are gone, an async read finds the remote value and promotes it
@@ -337,9 +341,13 @@ struct StorageCompositionTests {
         #expect(entry?.value == "v")
         #expect(storage.memory.value(forKey: "k") == "v")
         #expect(try storage.disk!.value(forKey: "k") == Data("v".utf8))
-        // And a synchronous read never reaches the remote tier
+        // And a synchronous read never reaches the remote tier: naming it throws, naming the
+        // local tiers reads only them
         try await storage.removeValue(forKey: "k", tiers: [.memory, .disk])
-        #expect(try Self.sync { try storage.value(forKey: "k") } == nil)
+        let callsBeforeReads = remote.callCount
+        #expect(throws: StorageError.self) { try Self.sync { try storage.value(forKey: "k") } }
+        #expect(try Self.sync { try storage.value(forKey: "k", tiers: [.memory, .disk]) } == nil)
+        #expect(remote.callCount == callsBeforeReads)
         // And an async removal empties every tier, the remote first
         #expect(try await storage.removeValue(forKey: "k"))
         #expect(remote.base.peek("k") == nil)

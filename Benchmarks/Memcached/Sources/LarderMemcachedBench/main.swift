@@ -3,7 +3,12 @@
 // store's connections). Prints one TSV line per measurement, as the baselines do.
 //
 //   LarderMemcachedBench PORT OPS [ONLY]
+//   LarderMemcachedBench PORT,PORT,PORT OPS [ONLY]
 //
+// With several ports the store is a pool (`servers:` 127.0.0.1 on each port in that order,
+// weights 1, failover `.none`: libmemcached's weighted ketama placement), its rows are named
+// `larder-pool-…`, and it measures only the store's gets at 1 and 32 in flight from Swift's
+// global executor and its quiet batch of 32 (`entries(forKeys:)`, split by server).
 // With LARDER_BENCH_NIO_EXECUTOR=1 it first installs swift-nio's event loops as Swift's global
 // executor (NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor,
 // a choice a server makes once at start), and names its rows `larder-nio-executor-…`.
@@ -18,17 +23,22 @@ if onNIOExecutor, !NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsC
     print("could not install the NIO event loops as the global executor")
     exit(1)
 }
-let rowPrefix = onNIOExecutor ? "larder-nio-executor-" : "larder-"
 
 let arguments = CommandLine.arguments
-guard (3...4).contains(arguments.count), let port = Int(arguments[1]), let ops = Int(arguments[2]) else {
-    print("usage: LarderMemcachedBench PORT OPS [ONLY]   (ONLY: run just the measurements whose name contains it)")
+let ports = arguments.count > 1 ? arguments[1].split(separator: ",").compactMap { Int($0) } : []
+guard (3...4).contains(arguments.count), !ports.isEmpty, ports.count == arguments[1].split(separator: ",").count,
+      let ops = Int(arguments[2]) else {
+    print("usage: LarderMemcachedBench PORT[,PORT…] OPS [ONLY]   (ONLY: run just the measurements whose name contains it)")
     exit(2)
 }
+let isPool = ports.count > 1
+let rowPrefix = (onNIOExecutor ? "larder-nio-executor-" : "larder-") + (isPool ? "pool-" : "")
 let only = arguments.count == 4 ? arguments[3] : nil
 // LARDER_BENCH_CONNECTIONS sets the store's connectionCount (default 2, the store's default).
 let connections = ProcessInfo.processInfo.environment["LARDER_BENCH_CONNECTIONS"].flatMap { Int($0) } ?? 2
-let store = try MemcachedStore(configuration: .init(port: port, namespace: "l:", connectionCount: connections, deadline: .seconds(5)))
+let store = try MemcachedStore(configuration: .init(
+    servers: ports.map { MemcachedStore.Server(host: "127.0.0.1", port: $0, weight: 1) }, failover: .none,
+    namespace: "l:", connectionCount: connections, deadline: .seconds(5)))
 let storage = try Storage<String, Data>(configuration: .init(), additionalTiers: [store], transformer: .data)
 let keys = (0..<1_000).map { "key-\($0)" }
 let value = Data(repeating: UInt8(ascii: "v"), count: 100)
@@ -63,6 +73,8 @@ for inFlight in [1, 32] {
     try await measure("store\tget", inFlight: inFlight) { i in
         guard try await store.entry(forKey: keys[i % 1_000])?.data.count == 100 else { fatalError("miss") }
     }
+    // A pool measures only its gets (above) and its batch (below).
+    if isPool { continue }
     try await measure("storage\tget", inFlight: inFlight) { i in
         guard try await storage.value(forKey: keys[i % 1_000], tiers: .remote)?.count == 100 else { fatalError("miss") }
     }
@@ -92,12 +104,16 @@ for inFlight in [1, 32] {
 // Storage (`values(forKeys:)`, local tiers bypassed), and both again from a task on the store's
 // event loop.
 typealias BatchRead = @Sendable ([String]) async throws -> Int
-let batches: [(String, (any TaskExecutor)?, BatchRead)] = [
+let allBatches: [(String, (any TaskExecutor)?, BatchRead)] = [
     ("store\tget-batch", nil, { try await store.entries(forKeys: $0).count }),
     ("storage\tget-batch", nil, { try await storage.values(forKeys: $0, tiers: .remote).count }),
     ("store-on-loop\tget-batch", store.taskExecutor, { try await store.entries(forKeys: $0).count }),
     ("storage-on-loop\tget-batch", store.taskExecutor, { try await storage.values(forKeys: $0, tiers: .remote).count }),
 ]
+// LARDER_BENCH_NO_BATCHES=1 skips them (run.sh runs each batch row in its own process, so that
+// one that crashes costs only its own row).
+let noBatches = ProcessInfo.processInfo.environment["LARDER_BENCH_NO_BATCHES"] == "1"
+let batches = noBatches ? [] : isPool ? Array(allBatches.prefix(1)) : allBatches
 for (name, executor, read) in batches {
     if let only, !"\(name)\t32".contains(only) { continue }
     let (fetched, seconds) = try await Task(executorPreference: executor) {
@@ -125,7 +141,7 @@ let memoryStorage = try Storage<String, Data>(configuration: .init(), additional
 func remoteRead(_ storage: Storage<String, Data>, _ key: String) async throws -> Storage<String, Data>.Entry? {
     try await storage.entry(forKey: key)
 }
-if only != nil {
+if only != nil || isPool {
     await store.close()
     exit(0)
 }
