@@ -14,7 +14,9 @@ struct HTTPImageFetcherTests {
     }
 
     /// A fetcher with test-sized timeouts and delays.
-    func makeFetcher(attempts: Int = 3, timeout: Duration = .seconds(1), concurrency: Int = 6) -> HTTPImageFetcher {
+    // Ten seconds unless a test is about timeouts: a run that starts every suite at once can
+    // stall a loaded 2-core machine long enough for a 1 s timeout to fire on a healthy server.
+    func makeFetcher(attempts: Int = 3, timeout: Duration = .seconds(10), concurrency: Int = 6) -> HTTPImageFetcher {
         HTTPImageFetcher {
             $0.timeout = timeout
             $0.maximumAttempts = attempts

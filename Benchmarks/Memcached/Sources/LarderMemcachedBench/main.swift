@@ -131,10 +131,11 @@ for (name, executor, read) in batches {
 }
 
 // A memory hit of a remote-derived value against a memory hit of a local write, both through
-// Storage's synchronous read (a sync function picks the sync overloads).
-func syncRead(_ storage: Storage<String, Data>, _ key: String) throws -> Data? { try storage.value(forKey: key) }
+// Storage's synchronous read (a sync function picks the sync overloads; a synchronous call
+// must name the local tiers only, or it throws rather than skip the shared one).
+func syncRead(_ storage: Storage<String, Data>, _ key: String) throws -> Data? { try storage.value(forKey: key, tiers: .memory) }
 func syncWrite(_ storage: Storage<String, Data>, _ value: Data, _ key: String, expiry: Expiry?) throws {
-    try storage.setValue(value, forKey: key, expiry: expiry)
+    try storage.setValue(value, forKey: key, expiry: expiry, tiers: .memory)
 }
 let memoryStorage = try Storage<String, Data>(configuration: .init(), additionalTiers: [store], transformer: .data)
 // (A function, not top-level code: there `entry(forKey:)` resolved to the synchronous overload.)
