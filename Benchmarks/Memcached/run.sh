@@ -39,7 +39,7 @@ larder() {
     local status=0
     "$@" >>"$raw" 2>.build/compare/crash.log || status=$?
     if [ "$status" -ne 0 ]; then
-        where=$(grep -m1 -o 'Sources/LarderMemcached/[^ ]*' .build/compare/crash.log || true)
+        where=$(sed -n '/crashed:/,$p' .build/compare/crash.log | grep -m1 -o 'Sources/LarderMemcached/[^ ]*' || true)
         echo "round $round: \`$(basename "$1") ${*:2}\` (${LARDER_BENCH_NIO_EXECUTOR:+NIO as the global executor, }exit $status) ${where:+crashed at $where}" | tr '\t' ' ' >>"$crashes"
         echo "warning: $* exited $status" >&2
     fi
