@@ -410,22 +410,19 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
         var failures = 0
         var lastError: (any Error)?
         let parts = Array(batches.values)
-        let replies: [Result<[MetaResponse], any Error>] = await withTaskGroup(
-            of: (Int, Result<[MetaResponse], any Error>).self
-        ) { group in
-            for (part, batch) in parts.enumerated() {
-                var commands: [MetaCommand] = []
-                commands.reserveCapacity(batch.indices.count + 1)
-                for index in batch.indices { commands.append(MetaCommand(.get, key: resolved[index].key, flags: Self.quietGetFlags)) }
-                commands.append(MetaCommand(.noop))
-                group.addTask {
-                    do { return (part, .success(try await batch.member.connections.sendBatch(commands))) }
-                    catch { return (part, .failure(error)) }
-                }
+        // One server's batch is sent from here; several are sent at once, one task each.
+        var replies: [Result<[MetaResponse], any Error>] = []
+        replies.reserveCapacity(parts.count)
+        if parts.count == 1 {
+            let commands = Self.batchCommands(parts[0].indices, resolved)
+            do { replies.append(.success(try await parts[0].member.connections.sendBatch(commands))) }
+            catch { replies.append(.failure(error)) }
+        } else {
+            let sends = parts.map { batch in
+                let commands = Self.batchCommands(batch.indices, resolved)
+                return Task { try await batch.member.connections.sendBatch(commands) }
             }
-            var replies = [Result<[MetaResponse], any Error>](repeating: .success([]), count: parts.count)
-            for await (part, reply) in group { replies[part] = reply }
-            return replies
+            for send in sends { replies.append(await send.result) }
         }
         for (part, batch) in parts.enumerated() {
             switch replies[part] {
@@ -655,6 +652,15 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
     private func unexpected(_ response: MetaResponse) -> StorageError {
         let error = MemcachedError(.server, "unexpected reply \(response.status)")
         return StorageError(code: .io, message: "memcached: \(error)", cause: error)
+    }
+
+    /// The quiet reads of the keys at `indices` and the `mn` that ends them.
+    private static func batchCommands(_ indices: [Int], _ resolved: [(key: [UInt8], digest: KeyDigest)]) -> [MetaCommand] {
+        var commands: [MetaCommand] = []
+        commands.reserveCapacity(indices.count + 1)
+        for index in indices { commands.append(MetaCommand(.get, key: resolved[index].key, flags: quietGetFlags)) }
+        commands.append(MetaCommand(.noop))
+        return commands
     }
 
     /// The flags of a plain read and of one read in a quiet batch (made once, not per call).

@@ -150,17 +150,11 @@ final class ServerPool: Sendable {
             }
         } else {
             let command = make(ttl)
-            let results = await withTaskGroup(of: (Int, Result<MetaResponse, any Error>).self) { group in
-                for (index, member) in targets.enumerated() {
-                    group.addTask {
-                        do { return (index, .success(try await self.send(command, to: member, key: key, isWrite: true))) }
-                        catch { return (index, .failure(error)) }
-                    }
-                }
-                var results: [Result<MetaResponse, any Error>?] = Array(repeating: nil, count: targets.count)
-                for await (index, result) in group { results[index] = result }
-                return results
+            let sends = targets.map { member in
+                Task { try await self.send(command, to: member, key: key, isWrite: true) }
             }
+            var results: [Result<MetaResponse, any Error>?] = []
+            for send in sends { results.append(await send.result) }
             for result in results {
                 switch result {
                 case .success(let response): if first == nil { first = response }
