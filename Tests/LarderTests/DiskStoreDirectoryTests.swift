@@ -16,15 +16,15 @@ struct DiskStoreDirectoryTests {
         folder = try TemporaryDirectory("disk-directory")
     }
 
-    func makeStore() throws -> DiskStore {
-        try DiskStore(directory: directory) { $0.logHandler = nil; $0.inlineThreshold = 1_024 }
+    func makeStore(_ directory: URL? = nil) throws -> DiskStore {
+        try DiskStore(directory: directory ?? self.directory) { $0.logHandler = nil; $0.inlineThreshold = 1_024 }
     }
 
     /// A store holding an inline value, a value in a file, and an expiring one.
-    func populatedStore() throws -> DiskStore {
+    func populatedStore(_ directory: URL? = nil) throws -> DiskStore {
         // (A store opened on a new directory starts no background sweep, which would race the
         // deletions below: see the test after this one.)
-        let store = try makeStore()
+        let store = try makeStore(directory)
         try store.setValue(Data("small".utf8), forKey: "inline")
         try store.setValue(Data(repeating: 7, count: 10_000), forKey: "file")
         try store.setValue(Data("soon".utf8), forKey: "expiring", expiry: .seconds(3_600))
@@ -47,10 +47,12 @@ struct DiskStoreDirectoryTests {
         #expect(try index.scalarInt64("SELECT value FROM meta WHERE name = 'last_sweep'") == opened.milliseconds)
     }
 
-    /// Deletes the whole directory, then waits out the interval at which reads look at it.
-    func deleteDirectory(_ path: String = "") throws {
+    /// Deletes the whole directory, then waits out the interval at which reads look at it
+    /// (unless `waits` is false: the operation then follows the deletion at once).
+    func deleteDirectory(_ path: String = "", of directory: URL? = nil, waits: Bool = true) throws {
+        let directory = directory ?? self.directory
         try FileManager.default.removeItem(at: path.isEmpty ? directory : directory.appendingPathComponent(path))
-        Thread.sleep(forTimeInterval: Double(DiskStore.directoryCheckInterval) / 1e9 + 0.02)
+        if waits { Thread.sleep(forTimeInterval: Double(DiskStore.directoryCheckInterval) / 1e9 + 0.02) }
     }
 
     /// Every file and directory under `blobs/`.
@@ -68,9 +70,41 @@ struct DiskStoreDirectoryTests {
 
     @Test(arguments: Operation.allCases)
     func everyOperationNoticesTheDeletedDirectory(_ operation: Operation) throws {
+        try checkDeletedDirectory(operation, in: directory)
+    }
+
+    /// How a deletion is made in ``checkDeletedDirectory(_:in:waits:readsFirst:)``.
+    struct Deletion {
+        /// Whether the interval at which reads look at the directory passes before the operation.
+        var waits = true
+        /// Where the store reads every value before the deletion, if it does: readers (parked
+        /// in the thread's lane, idle in the pool, keeping a snapshot) then hold the index that
+        /// is deleted. Read on another thread, they are parked in that thread's lane, and the
+        /// operation opens a new reader.
+        var readsFirst = ReadsFirst.no
+
+        enum ReadsFirst: CaseIterable { case no, here, onAnotherThread }
+    }
+
+    /// One row of the deletion matrix, in `directory`: a store with values, whose directory is
+    /// then deleted; one operation; then the store and a new one on the path agree on what is
+    /// there.
+    func checkDeletedDirectory(_ operation: Operation, in directory: URL, deletion: Deletion = Deletion()) throws {
         // Given a store with values, whose directory is then deleted
-        let store = try populatedStore()
-        try deleteDirectory()
+        let store = try populatedStore(directory)
+        switch deletion.readsFirst {
+        case .no: break
+        case .here: try Self.readEverything(store)
+        case .onAnotherThread:
+            let done = DispatchSemaphore(value: 0)
+            let thread = Thread {
+                do { try Self.readEverything(store) } catch { Issue.record(error) }
+                done.signal()
+            }
+            thread.start()
+            done.wait()
+        }
+        try deleteDirectory(of: directory, waits: deletion.waits)
 
         // When one operation runs
         switch operation {
@@ -108,7 +142,7 @@ struct DiskStoreDirectoryTests {
         #expect(store.statistics.directoryRecreations == 1)
         #expect(try store.value(forKey: "inline") == (operation == .insert ? Data("new".utf8) : nil))
         #expect(try store.value(forKey: "file") == nil)
-        let other = try makeStore()
+        let other = try makeStore(directory)
         if operation.writes {
             let key = operation == .insert ? "inline" : "new"
             #expect(try other.value(forKey: key) == store.value(forKey: key))
@@ -119,6 +153,61 @@ struct DiskStoreDirectoryTests {
         // And both go on working on the one directory
         try store.setValue(Data(repeating: 1, count: 5_000), forKey: "after")
         #expect(try other.value(forKey: "after") == Data(repeating: 1, count: 5_000))
+    }
+
+    /// Reads every value of a ``populatedStore(_:)`` and its totals.
+    static func readEverything(_ store: DiskStore) throws {
+        #expect(try store.value(forKey: "inline") == Data("small".utf8))
+        #expect(try store.value(forKey: "file") == Data(repeating: 7, count: 10_000))
+        #expect(try store.containsValue(forKey: "expiring"))
+        #expect(store.totalCount == 3)
+    }
+
+    // MARK: - The matrix again and again, the operation right after the deletion
+
+    /// Rounds of the matrix for the two tests below: `LARDER_DELETION_ROUNDS`, else 5 (each
+    /// round is every operation, with no reads before the deletion, with reads on the same
+    /// thread and with reads on another: 66 stores). The issue's acceptance run sets 200.
+    static var deletionRounds: Int {
+        Int(ProcessInfo.processInfo.environment["LARDER_DELETION_ROUNDS"] ?? "") ?? 5
+    }
+
+    /// The rows of one round, each in a directory of its own: every row runs, and one that
+    /// throws is recorded as an issue naming it.
+    func checkDeletionRound(_ round: Int) {
+        for readsFirst in Deletion.ReadsFirst.allCases {
+            for operation in Operation.allCases {
+                let row = "round-\(round)-\(readsFirst)-\(operation.rawValue)"
+                do {
+                    try checkDeletedDirectory(
+                        operation, in: folder.url.appendingPathComponent(row),
+                        deletion: Deletion(waits: false, readsFirst: readsFirst))
+                } catch {
+                    Issue.record("\(row): \(error)")
+                }
+            }
+        }
+    }
+
+    @Test func theDeletionMatrixHoldsWithNoWaitRoundAfterRound() {
+        // Given a store whose directory is deleted (its readers holding the index, or none
+        // opened yet), when an operation follows at once, within the interval at which reads
+        // look at the directory: then no operation throws or reports the old contents, and
+        // the directory is created again
+        for round in 0..<Self.deletionRounds { checkDeletionRound(round) }
+    }
+
+    @Test func theDeletionMatrixHoldsWithNoWaitInParallel() async {
+        // The same, four rounds at a time (each round on stores of its own), in child tasks
+        // so that their issues are this test's
+        let rounds = Self.deletionRounds
+        await withTaskGroup(of: Void.self) { group in
+            for lane in 0..<4 {
+                group.addTask {
+                    for round in stride(from: lane, to: rounds, by: 4) { checkDeletionRound(1_000 + round) }
+                }
+            }
+        }
     }
 
     @Test(arguments: ["blobs", "tmp"])
