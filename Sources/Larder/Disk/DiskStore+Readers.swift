@@ -577,7 +577,7 @@ private final class HeldStore: @unchecked Sendable {
 }
 
 /// What a reader's return asks for beyond it (see ``DiskStore/ReaderPool/checkIn(_:)``).
-enum LingerFollowUp {
+enum LingerFollowUp: Equatable {
     case none
     /// Queue ``DiskStore/sweepLingeringReads()`` to run after this many seconds, unless one is
     /// queued (``DiskStore/isSweepScheduled``).
