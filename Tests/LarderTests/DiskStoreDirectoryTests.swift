@@ -163,53 +163,6 @@ struct DiskStoreDirectoryTests {
         #expect(store.totalCount == 3)
     }
 
-    // MARK: - The matrix again and again, the operation right after the deletion
-
-    /// Rounds of the matrix for the two tests below: `LARDER_DELETION_ROUNDS`, else 5 (each
-    /// round is every operation, with no reads before the deletion, with reads on the same
-    /// thread and with reads on another: 66 stores). The issue's acceptance run sets 200.
-    static var deletionRounds: Int {
-        Int(ProcessInfo.processInfo.environment["LARDER_DELETION_ROUNDS"] ?? "") ?? 5
-    }
-
-    /// The rows of one round, each in a directory of its own: every row runs, and one that
-    /// throws is recorded as an issue naming it.
-    func checkDeletionRound(_ round: Int) {
-        for readsFirst in Deletion.ReadsFirst.allCases {
-            for operation in Operation.allCases {
-                let row = "round-\(round)-\(readsFirst)-\(operation.rawValue)"
-                do {
-                    try checkDeletedDirectory(
-                        operation, in: folder.url.appendingPathComponent(row),
-                        deletion: Deletion(waits: false, readsFirst: readsFirst))
-                } catch {
-                    Issue.record("\(row): \(error)")
-                }
-            }
-        }
-    }
-
-    @Test func theDeletionMatrixHoldsWithNoWaitRoundAfterRound() {
-        // Given a store whose directory is deleted (its readers holding the index, or none
-        // opened yet), when an operation follows at once, within the interval at which reads
-        // look at the directory: then no operation throws or reports the old contents, and
-        // the directory is created again
-        for round in 0..<Self.deletionRounds { checkDeletionRound(round) }
-    }
-
-    @Test func theDeletionMatrixHoldsWithNoWaitInParallel() async {
-        // The same, four rounds at a time (each round on stores of its own), in child tasks
-        // so that their issues are this test's
-        let rounds = Self.deletionRounds
-        await withTaskGroup(of: Void.self) { group in
-            for lane in 0..<4 {
-                group.addTask {
-                    for round in stride(from: lane, to: rounds, by: 4) { checkDeletionRound(1_000 + round) }
-                }
-            }
-        }
-    }
-
     @Test(arguments: ["blobs", "tmp"])
     func aRemovedSubdirectoryIsCreatedAgain(_ name: String) throws {
         let store = try populatedStore()
