@@ -161,7 +161,8 @@ extension DiskStore {
             return nil
         }
         do {
-            let reader = try DiskIndexReader(path: indexPath, busyTimeout: configuration.busyTimeout)
+            let reader = try DiskIndexReader(
+                path: indexPath, busyTimeout: configuration.busyTimeout, countsLookups: policy.countsLookups)
             return PooledReader(
                 reader: reader, generation: generation, thread: currentThreadIdentity(), directoryDescriptor: descriptor)
         } catch let error as StorageError where error.sqliteResultCode.map({ $0 & 0xFF == SQLITE_CANTOPEN }) ?? false {
