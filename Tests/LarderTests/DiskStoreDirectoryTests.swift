@@ -16,15 +16,15 @@ struct DiskStoreDirectoryTests {
         folder = try TemporaryDirectory("disk-directory")
     }
 
-    func makeStore() throws -> DiskStore {
-        try DiskStore(directory: directory) { $0.logHandler = nil; $0.inlineThreshold = 1_024 }
+    func makeStore(_ directory: URL? = nil) throws -> DiskStore {
+        try DiskStore(directory: directory ?? self.directory) { $0.logHandler = nil; $0.inlineThreshold = 1_024 }
     }
 
     /// A store holding an inline value, a value in a file, and an expiring one.
-    func populatedStore() throws -> DiskStore {
+    func populatedStore(_ directory: URL? = nil) throws -> DiskStore {
         // (A store opened on a new directory starts no background sweep, which would race the
         // deletions below: see the test after this one.)
-        let store = try makeStore()
+        let store = try makeStore(directory)
         try store.setValue(Data("small".utf8), forKey: "inline")
         try store.setValue(Data(repeating: 7, count: 10_000), forKey: "file")
         try store.setValue(Data("soon".utf8), forKey: "expiring", expiry: .seconds(3_600))
@@ -47,10 +47,12 @@ struct DiskStoreDirectoryTests {
         #expect(try index.scalarInt64("SELECT value FROM meta WHERE name = 'last_sweep'") == opened.milliseconds)
     }
 
-    /// Deletes the whole directory, then waits out the interval at which reads look at it.
-    func deleteDirectory(_ path: String = "") throws {
+    /// Deletes the whole directory, then waits out the interval at which reads look at it
+    /// (unless `waits` is false: the operation then follows the deletion at once).
+    func deleteDirectory(_ path: String = "", of directory: URL? = nil, waits: Bool = true) throws {
+        let directory = directory ?? self.directory
         try FileManager.default.removeItem(at: path.isEmpty ? directory : directory.appendingPathComponent(path))
-        Thread.sleep(forTimeInterval: Double(DiskStore.directoryCheckInterval) / 1e9 + 0.02)
+        if waits { Thread.sleep(forTimeInterval: Double(DiskStore.directoryCheckInterval) / 1e9 + 0.02) }
     }
 
     /// Every file and directory under `blobs/`.
@@ -68,9 +70,41 @@ struct DiskStoreDirectoryTests {
 
     @Test(arguments: Operation.allCases)
     func everyOperationNoticesTheDeletedDirectory(_ operation: Operation) throws {
+        try checkDeletedDirectory(operation, in: directory)
+    }
+
+    /// How a deletion is made in ``checkDeletedDirectory(_:in:waits:readsFirst:)``.
+    struct Deletion {
+        /// Whether the interval at which reads look at the directory passes before the operation.
+        var waits = true
+        /// Where the store reads every value before the deletion, if it does: readers (parked
+        /// in the thread's lane, idle in the pool, keeping a snapshot) then hold the index that
+        /// is deleted. Read on another thread, they are parked in that thread's lane, and the
+        /// operation opens a new reader.
+        var readsFirst = ReadsFirst.no
+
+        enum ReadsFirst: CaseIterable { case no, here, onAnotherThread }
+    }
+
+    /// One row of the deletion matrix, in `directory`: a store with values, whose directory is
+    /// then deleted; one operation; then the store and a new one on the path agree on what is
+    /// there.
+    func checkDeletedDirectory(_ operation: Operation, in directory: URL, deletion: Deletion = Deletion()) throws {
         // Given a store with values, whose directory is then deleted
-        let store = try populatedStore()
-        try deleteDirectory()
+        let store = try populatedStore(directory)
+        switch deletion.readsFirst {
+        case .no: break
+        case .here: try Self.readEverything(store)
+        case .onAnotherThread:
+            let done = DispatchSemaphore(value: 0)
+            let thread = Thread {
+                do { try Self.readEverything(store) } catch { Issue.record(error) }
+                done.signal()
+            }
+            thread.start()
+            done.wait()
+        }
+        try deleteDirectory(of: directory, waits: deletion.waits)
 
         // When one operation runs
         switch operation {
@@ -108,7 +142,7 @@ struct DiskStoreDirectoryTests {
         #expect(store.statistics.directoryRecreations == 1)
         #expect(try store.value(forKey: "inline") == (operation == .insert ? Data("new".utf8) : nil))
         #expect(try store.value(forKey: "file") == nil)
-        let other = try makeStore()
+        let other = try makeStore(directory)
         if operation.writes {
             let key = operation == .insert ? "inline" : "new"
             #expect(try other.value(forKey: key) == store.value(forKey: key))
@@ -119,6 +153,14 @@ struct DiskStoreDirectoryTests {
         // And both go on working on the one directory
         try store.setValue(Data(repeating: 1, count: 5_000), forKey: "after")
         #expect(try other.value(forKey: "after") == Data(repeating: 1, count: 5_000))
+    }
+
+    /// Reads every value of a ``populatedStore(_:)`` and its totals.
+    static func readEverything(_ store: DiskStore) throws {
+        #expect(try store.value(forKey: "inline") == Data("small".utf8))
+        #expect(try store.value(forKey: "file") == Data(repeating: 7, count: 10_000))
+        #expect(try store.containsValue(forKey: "expiring"))
+        #expect(store.totalCount == 3)
     }
 
     @Test(arguments: ["blobs", "tmp"])

@@ -30,6 +30,10 @@ final class DiskIndexReader {
     private let begin: SQLiteStatement
     private let commit: SQLiteStatement
 
+    /// Whether value reads on this connection may ask their lookup for the entry's read
+    /// counter (``DiskPolicy/countsLookups``, fixed when a pooled reader opens, so a read
+    /// asks no policy).
+    private(set) var countsLookups = false
     /// Under S3-FIFO, whether asking a lookup for the read counter has paid lately (see
     /// ``countsNextLookup()``): +2 for each counted lookup that found a saturated counter (a
     /// read then logs nothing), -1 for each that did not, within ±``counterScoreLimit``.
@@ -81,12 +85,14 @@ final class DiskIndexReader {
             "SELECT key FROM entries WHERE key >= ? AND key < ? AND (expires IS NULL OR expires > ?) ORDER BY key")
     }
 
-    /// Opens a pooled read connection to the index at `path`.
-    convenience init(path: String, busyTimeout: Duration) throws {
+    /// Opens a pooled read connection to the index at `path`; `countsLookups` as the store's
+    /// ``DiskPolicy/countsLookups`` says.
+    convenience init(path: String, busyTimeout: Duration, countsLookups: Bool = false) throws {
         let connection = try SQLiteConnection(path: path, busyTimeout: busyTimeout)
         try connection.execute("PRAGMA query_only = 1")
         try connection.execute("PRAGMA cache_size = -16384")
         try self.init(connection: connection)
+        self.countsLookups = countsLookups
     }
 
     // MARK: - Lingering read transactions

@@ -111,7 +111,7 @@ extension DiskStore {
                 result.isParked = true
             }
             switch record {
-            case .none:
+            case .none, .answer:
                 break
             case .slidingHit:
                 return result  // With its renewal, in the pool's log.

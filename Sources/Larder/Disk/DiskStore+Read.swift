@@ -38,12 +38,11 @@ extension DiskStore {
     func foundValue(forKey key: String) throws -> FoundValue? {
         // A concurrent overwrite can replace the file between the lookup and the read; the
         // row check in `drop` notices and the read is tried again with the new row.
-        let isS3FIFO = configuration.policy == .s3fifo
         for _ in 0..<3 {
             // The lookup, the file read and the check run on one pooled reader; the hit or miss
             // is recorded as the reader goes back into the pool, under the same lock hold.
             let lookup: Lookup = try withRecordingReader { reader in
-                let counted = isS3FIFO && reader.countsNextLookup()
+                let counted = reader.countsLookups && reader.countsNextLookup()
                 // A counter this reader saw saturated in the same snapshot needs no second look.
                 let known = counted ? reader.knownSaturation(forKey: key) : nil
                 guard let location = try reader.location(forKey: key, counted: counted && known == nil) else {

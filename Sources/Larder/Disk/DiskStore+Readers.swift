@@ -1,5 +1,11 @@
+import CSQLite
 import Foundation
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 /// A read connection checked out of a ``DiskStore``'s pool.
 ///
@@ -12,11 +18,28 @@ final class PooledReader: @unchecked Sendable {
     /// The thread that last checked it out (``DiskStore/ReaderPool/takeIdle(for:)``); read
     /// and written under the pool's lock.
     @exclusivity(unchecked) var lastThread: UInt
+    /// A descriptor of the store's directory, opened just before the connection: once the
+    /// directory is deleted its link count is 0 (``isDirectoryGone``), while the connection
+    /// would go on answering from the deleted index it still has open. A descriptor of the
+    /// directory, not of `index.sqlite`: closing a descriptor of the database would drop the
+    /// POSIX locks SQLite holds on it through its own.
+    private let directoryDescriptor: Int32
 
-    init(reader: DiskIndexReader, generation: Int, thread: UInt) {
+    init(reader: DiskIndexReader, generation: Int, thread: UInt, directoryDescriptor: Int32) {
         self.reader = reader
         self.generation = generation
         self.lastThread = thread
+        self.directoryDescriptor = directoryDescriptor
+    }
+
+    deinit {
+        closeDescriptor(directoryDescriptor)
+    }
+
+    /// Whether the directory this reader's index was in has been deleted (one `fstat`).
+    var isDirectoryGone: Bool {
+        var info = stat()
+        return fstat(directoryDescriptor, &info) != 0 || info.st_nlink == 0
     }
 }
 
@@ -34,6 +57,17 @@ extension DiskStore {
         case unloggedHit
         /// A hit that renewed a sliding lifetime to `expires`, logged with it.
         case slidingHit(DiskIndex.Access, expires: Int64)
+        /// Nothing, for an answer about the index's contents other than a value read (a key
+        /// list, totals, an expiry): checked against a vanished directory as a hit is.
+        case answer
+
+        /// Whether the read found something in the index (so its directory must still exist).
+        var reportsContents: Bool {
+            switch self {
+            case .none, .miss: false
+            case .hit, .unloggedHit, .slidingHit, .answer: true
+            }
+        }
     }
 
     /// Runs `body` with a pooled read connection, outside the writer's lock.
@@ -43,7 +77,7 @@ extension DiskStore {
     /// did) and `body` runs once more on a fresh connection. An error from a read that another
     /// thread's reset overtook is not the caller's either: `body` runs again.
     func withReader<T>(_ body: (DiskIndexReader) throws -> T) throws -> T {
-        try withRecordingReader { reader in (try body(reader), ReadRecord.none) }
+        try withRecordingReader { reader in (try body(reader), ReadRecord.answer) }
     }
 
     /// ``withReader(_:)`` for a value read: `body` also returns the hit or miss to record. Most
@@ -56,6 +90,7 @@ extension DiskStore {
         try checkDirectoryIfDue()
         let lane = currentLaneNumber()
         var attempt = 0
+        var recreations = 0
         while true {
             var (idle, status) = takeParkedReader(lane: lane)
             if idle == nil {
@@ -65,9 +100,12 @@ extension DiskStore {
             let generation = status.generation
             guard !status.isClosed else { throw StorageError.closed }
             do {
-                let pooled = try idle ?? PooledReader(
-                    reader: DiskIndexReader(path: indexPath, busyTimeout: configuration.busyTimeout), generation: generation,
-                    thread: currentThreadIdentity())
+                guard let pooled = try idle ?? openReader(generation: generation) else {
+                    // The directory vanished (or holds another index): create it again, or
+                    // join the index now there, and read that.
+                    try recreateVanishedDirectory(&recreations)
+                    continue
+                }
                 pooled.reader.startRead(lingering: !status.isLingeringPaused, now: CoarseClock.now())
                 let result: T
                 let record: ReadRecord
@@ -78,6 +116,14 @@ extension DiskStore {
                     pooled.reader.endLingering()
                     _ = checkIn(pooled, record: .none, lane: lane)
                     throw error
+                }
+                // An answer that reports contents comes from a live index only: a reader whose
+                // directory was deleted still reads the unlinked index. A miss needs no look
+                // (a vanished directory reads as empty).
+                if record.reportsContents, pooled.isDirectoryGone {
+                    pooled.reader.endLingering()  // Dropped, not checked in: it closes here.
+                    try recreateVanishedDirectory(&recreations)
+                    continue
                 }
                 rank(checkIn(pooled, record: record, lane: lane))
                 return result
@@ -95,6 +141,52 @@ extension DiskStore {
                   // its tables missing): read again, on a connection to the new index.
             }
         }
+    }
+
+    /// A new read connection of pool generation `generation`, or `nil` when the directory
+    /// vanished or `index.sqlite` is no longer the file the store opened: a reader is never
+    /// opened (and so never creates an index) in a directory deleted or replaced under the
+    /// store. One `open` and one `stat` besides SQLite's own, only when the pool has no reader.
+    private func openReader(generation: Int) throws -> PooledReader? {
+        let descriptor = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            let code = errno
+            if code == ENOENT || code == ENOTDIR { return nil }
+            throw StorageError.io(
+                operation: "opening directory", path: directory.path, reason: String(cString: strerror(code)),
+                cause: POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO))
+        }
+        guard FileIdentity(path: indexPath) == indexIdentityCopy.withLock({ $0 }) else {
+            closeDescriptor(descriptor)
+            return nil
+        }
+        do {
+            let reader = try DiskIndexReader(
+                path: indexPath, busyTimeout: configuration.busyTimeout, countsLookups: policy.countsLookups)
+            return PooledReader(
+                reader: reader, generation: generation, thread: currentThreadIdentity(), directoryDescriptor: descriptor)
+        } catch let error as StorageError where error.sqliteResultCode.map({ $0 & 0xFF == SQLITE_CANTOPEN }) ?? false {
+            // The directory went between the look above and SQLite's open.
+            closeDescriptor(descriptor)
+            return nil
+        } catch {
+            closeDescriptor(descriptor)
+            throw error
+        }
+    }
+
+    /// Creates the vanished directory and its index again, or joins the index another store
+    /// created there (see ``reopenIfDirectoryChanged(_:)``), so that the read that found it
+    /// gone reads the new, empty index. `recreations` counts the calls of one read: a
+    /// directory deleted again and again under it ends in an error rather than a loop.
+    private func recreateVanishedDirectory(_ recreations: inout Int) throws {
+        recreations += 1
+        guard recreations <= 4 else {
+            throw StorageError.io(
+                operation: "reading", path: directory.path, reason: "the directory was deleted again at every try",
+                cause: POSIXError(.ENOENT))
+        }
+        try state.withLock { try reopenIfDirectoryChanged(&$0) }
     }
 
     /// Whether the index was reset since the pool's `generation`, waiting for a reset under
@@ -486,7 +578,7 @@ private final class HeldStore: @unchecked Sendable {
 }
 
 /// What a reader's return asks for beyond it (see ``DiskStore/ReaderPool/checkIn(_:)``).
-enum LingerFollowUp {
+enum LingerFollowUp: Equatable {
     case none
     /// Queue ``DiskStore/sweepLingeringReads()`` to run after this many seconds, unless one is
     /// queued (``DiskStore/isSweepScheduled``).
@@ -543,7 +635,7 @@ extension DiskStore.ReadLog {
     mutating func record(_ record: DiskStore.ReadRecord, inBackground: Bool) -> DiskStore.RankingStep {
         let due: Bool
         switch record {
-        case .none:
+        case .none, .answer:
             return .none
         case .miss:
             misses += 1
@@ -675,4 +767,9 @@ struct PendingRows {
     private static func slot(of rowID: Int64) -> Int {
         Int(truncatingIfNeeded: (UInt64(bitPattern: rowID) &* 0x9E37_79B9_7F4A_7C15) >> UInt64(64 - bits))
     }
+}
+
+/// Closes a file descriptor (from where `close` would name ``DiskStore/close()``).
+private func closeDescriptor(_ descriptor: Int32) {
+    _ = close(descriptor)
 }

@@ -15,27 +15,20 @@ import Foundation
 //   background, before an eviction or trim, at close; a write of a store alone on its
 //   directory leaves the log as it is (the bumps commute with the write).
 extension DiskStore {
-    /// The S3-FIFO context of an eviction under the limits in force, or `nil` under LRU.
+    /// What an eviction under the limits in force needs from the policy (see
+    /// ``DiskPolicy/evictionContext(of:pending:)``): S3-FIFO's queue shares, `nil` under LRU.
     func s3fifoContext(pending: DiskIndex.Measure = .init()) -> DiskIndex.S3FIFOContext? {
-        guard configuration.policy == .s3fifo else { return nil }
-        let sizeLimit = self.sizeLimit
-        let shares = DiskIndex.S3FIFOShares(
-            countLimit: countLimit, sizeLimit: sizeLimit, chargeLimit: Self.chargeLimit(forSizeLimit: sizeLimit))
-        return DiskIndex.S3FIFOContext(shares: shares, pending: pending)
+        policy.evictionContext(of: self, pending: pending)
     }
 
-    /// Writes logged reads into the index as the policy wants them: LRU ranks them after
-    /// everything ranked so far; S3-FIFO bumps counters and ranks nothing. Reserves `reserving`
-    /// recency numbers either way; returns the last number used or reserved.
+    /// Writes logged reads into the index as the policy wants them (see
+    /// ``DiskPolicy/recordReads(_:sequences:index:reserving:)``); returns the last number used
+    /// or reserved.
     @discardableResult
     func recordReads(
         _ accesses: [DiskIndex.Access], sequences: [Int64] = [], index: DiskIndex, reserving: Int64 = 0
     ) throws -> Int64 {
-        guard configuration.policy == .s3fifo else {
-            return try index.recordAccesses(accesses, sequences: sequences, reserving: reserving)
-        }
-        try index.recordFrequencies(accesses)
-        return try index.recordAccesses([], reserving: reserving)
+        try policy.recordReads(accesses, sequences: sequences, index: index, reserving: reserving)
     }
 
     /// The write transaction of `row` under S3-FIFO, after the logged reads were recorded

@@ -89,27 +89,8 @@ extension DiskStore {
                                 return nil
                             }
                         }
-                        if configuration.policy == .s3fifo {
-                            // Reads logged before this write count before it: their counters
-                            // are bumped now, or later (before an eviction at the latest).
-                            let sequence = try s3fifoWriteSequence(index: index)
-                            return try writeS3FIFO(row, sequence: sequence, state: &state, index: index, now: nowMilliseconds)
-                        }
-                        // Reads logged before this write rank before it: they are given the numbers
-                        // below its own, and ranked later (before an eviction at the latest).
-                        let sequence: Int64
-                        if let reserved = try reserveSequence(index: index) {
-                            sequence = reserved.sequence
-                            reservation = reserved.reservedBefore
-                        } else {
-                            sequence = try flushAccesses(index: index, reserving: 1)
-                        }
-                        var obsolete: [String] = []
-                        let existing = try index.existingRow(forKey: key)
-                        if let previous = existing?.file { obsolete.append(previous) }
-                        try index.write(row, sequence: sequence, existing: existing?.rowID)
-                        obsolete += try evictIfNeeded(&state, index: index, now: nowMilliseconds, keeping: key)
-                        return obsolete
+                        return try policy.write(
+                            row, in: self, state: &state, index: index, now: nowMilliseconds, reservation: &reservation)
                     }
                 } catch {
                     if let reservation { cancelReservation(reservation) }

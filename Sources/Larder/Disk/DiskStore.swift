@@ -132,6 +132,11 @@ public final class DiskStore: Sendable {
     /// Idle read connections. A reset of a corrupt index or `close()` bumps `generation` or
     /// sets `isClosed`, so a connection checked out before is closed on its return instead of
     /// going back into the pool.
+    ///
+    /// Invariants: every reader in `idle` (or parked in a lane) is of the current `generation`
+    /// or is dropped when taken; at most ``DiskStore/idleReaderLimit`` are idle; while
+    /// `lingerPauses` is above 0 no reader goes back keeping a snapshot; and a reader answers
+    /// with contents only while its directory exists (``PooledReader/isDirectoryGone``).
     struct ReaderPool {
         var idle: [PooledReader] = []
         var generation = 0
@@ -154,6 +159,11 @@ public final class DiskStore: Sendable {
 
     /// Reads since the last flush, in the order they happened: their order (not their
     /// millisecond) decides least-recently-used order once they are ranked.
+    ///
+    /// Invariants: `pending` is in read order (the lanes are gathered in ticket order);
+    /// `reservedSequences` numbers a prefix of `pending`, one each; `pendingRows` holds every
+    /// row id of `pending` (or is full); `oldestPending` is no later than the oldest pending
+    /// read. Reads leave it only under the writer's lock (ranked, or forgotten by a reset).
     struct ReadLog {
         var hits = 0
         var misses = 0

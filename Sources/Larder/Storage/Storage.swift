@@ -66,10 +66,9 @@ public final class Storage<Key: CacheKey, Value> {
     let localTierAt: [(any LocalCacheTier)?]
     /// The storage's one local tier when it has exactly one and it is a ``DiskStore`` (the usual
     /// case), and the counters of its one local tier (counters of no tier when it has several):
-    /// a value read reaches them with no retain and release, which an array's element, a strong
-    /// optional and a local binding each cost (see ``readValueBelowMemory(forKey:tiers:)``).
-    /// Unretained: ``localTiers`` holds the store for as long as the storage lives.
-    let soleDiskStore: Unmanaged<DiskStore>?
+    /// a value read calls the store directly rather than through the tier protocol's witness
+    /// table (see ``readValueBelowMemory(forKey:tiers:)``).
+    let soleDiskStore: DiskStore?
     let soleLocalTierCounters: TierCounters
     /// Each of ``tiers`` as a shared tier, or `nil`, in the same order (cast once, not per call).
     let sharedTierAt: [(any SharedCacheTier)?]
@@ -140,7 +139,7 @@ public final class Storage<Key: CacheKey, Value> {
         self.localTierIDs = localTiers.map(\.tierID)
         self.defaultTiersNameLocal = localTierIDs.map(configuration.defaultTiers.contains)
         self.localTierAt = tiers.map { $0 as? any LocalCacheTier }
-        self.soleDiskStore = localTiers.count == 1 ? (localTiers[0] as? DiskStore).map(Unmanaged.passUnretained) : nil
+        self.soleDiskStore = localTiers.count == 1 ? localTiers[0] as? DiskStore : nil
         self.soleLocalTierCounters = localTiers.count == 1 ? localTierCounters[0] : TierCounters()
         self.sharedTierAt = tiers.map { $0 as? any SharedCacheTier }
     }
@@ -249,12 +248,12 @@ public final class Storage<Key: CacheKey, Value> {
               tiers.map({ !$0.includesMemory && $0.contains(localTierIDs[0]) }) ?? (!defaultTiersIncludeMemory && defaultTiersNameLocal[0]) else {
             return try readBelowMemory(forKey: key, tiers: tiers ?? configuration.defaultTiers)?.value
         }
-        // (A disk store is called through its unretained reference, and the counters are used
-        // in place: a strong copy is retained and released. The counts wrap, as no count of
-        // calls can reach 2^63: one atomic add, not a loop that checks for overflow.)
+        // (The counters are used in place: a strong copy is retained and released. The counts
+        // wrap, as no count of calls can reach 2^63: one atomic add, not a loop that checks for
+        // overflow.)
         let found: Data?
         if let disk = soleDiskStore {
-            found = try disk._withUnsafeGuaranteedRef { try $0.value(forKey: key.cacheKey) }
+            found = try disk.value(forKey: key.cacheKey)
         } else {
             found = try localTiers[0].value(forKey: key.cacheKey)
         }
