@@ -66,19 +66,19 @@ struct StorageRemoteTests {
     @Test func aLocalCopyNeverOutlivesLocalCopyMaxAgeOrTheRemoteTTL() async throws {
         try await withChildProcesses { scope in
             let server = try await MemcachedServer.start(in: scope)
-            // Lifetimes of tens of seconds, so a loaded machine cannot let them run out mid-test.
-            let (a, storeA) = try Self.storage(port: server.port, localCopyMaxAge: .seconds(60))
-            let (b, storeB) = try Self.storage(port: server.port, localCopyMaxAge: .seconds(60))
-            try await a.setValue("short", forKey: "ttl", expiry: .seconds(30))
+            // Lifetimes of minutes, so a loaded machine cannot let them run out mid-test.
+            let (a, storeA) = try Self.storage(port: server.port, localCopyMaxAge: .seconds(600))
+            let (b, storeB) = try Self.storage(port: server.port, localCopyMaxAge: .seconds(600))
+            try await a.setValue("short", forKey: "ttl", expiry: .seconds(300))
             let entry = try #require(try await b.entry(forKey: "ttl"))
             let end = try #require(entry.expirationDate)
-            #expect(end.timeIntervalSinceNow <= 30.01, "bounded by the remote's TTL, not localCopyMaxAge")
+            #expect(end.timeIntervalSinceNow <= 300.01, "bounded by the remote's TTL, not localCopyMaxAge")
             let copy = try #require(b.memory.entry(forKey: "ttl"))
             #expect(try #require(copy.expirationDate) <= end)
             try await a.setValue("long", forKey: "age", expiry: .seconds(3_600))
             _ = try await b.value(forKey: "age")
             let aged = try #require(b.memory.entry(forKey: "age")?.expirationDate)
-            #expect(aged.timeIntervalSinceNow <= 60.01, "bounded by localCopyMaxAge, not the remote's hour")
+            #expect(aged.timeIntervalSinceNow <= 600.01, "bounded by localCopyMaxAge, not the remote's hour")
             // With localCopyMaxAge zero, no local copy at all: B sees A's overwrite at once.
             let (c, storeC) = try Self.storage(port: server.port, localCopyMaxAge: .zero)
             #expect(try await c.value(forKey: "age") == "long")

@@ -25,7 +25,7 @@ struct VaporOverMemcachedTests {
             let eventLoop = MultiThreadedEventLoopGroup.singleton.any()
             func instance(_ name: String, localCopyMaxAge: Duration?) throws -> (LarderCache, MemcachedStore) {
                 let remote = try MemcachedStore(configuration: .init(
-                    port: server.port, namespace: "app:", deadline: .seconds(10), localCopyMaxAge: localCopyMaxAge))
+                    port: server.port, namespace: "app:", deadline: .seconds(60), localCopyMaxAge: localCopyMaxAge))
                 let storage = try Larder.Storage<String, JSONValue>(
                     configuration: .init(directory: folder.url.appendingPathComponent(name)),
                     additionalTiers: [remote], transformer: .jsonValue)
@@ -35,7 +35,7 @@ struct VaporOverMemcachedTests {
             let (second, secondRemote) = try instance("b", localCopyMaxAge: .zero)
 
             let forecast = Forecast(city: "Oslo", celsius: -3)
-            try await first.set("forecast", to: forecast, expiresIn: .seconds(60))
+            try await first.set("forecast", to: forecast, expiresIn: .seconds(3_600))
             #expect(try await second.get("forecast", as: Forecast.self) == forecast)
             #expect(secondRemote.statistics.hits == 1, "the second instance read it from memcached")
 
