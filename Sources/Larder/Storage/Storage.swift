@@ -608,8 +608,9 @@ extension Storage {
     @usableFromInline
     func checkSynchronous(_ tiers: StorageTiers?) throws {
         let named = tiers ?? configuration.defaultTiers
+        // The usual call names local tiers only: answered from the cast table, no allocation.
+        guard localTierAt.indices.contains(where: { localTierAt[$0] == nil && named.contains(self.tiers[$0].tierID) }) else { return }
         let shared = self.tiers.filter { !($0 is any LocalCacheTier) && named.contains($0.tierID) }.map(\.tierID.name)
-        guard !shared.isEmpty else { return }
         throw StorageError(
             code: .invalidInput,
             message: "a synchronous call cannot reach the shared tier \(shared.joined(separator: ", ")): "
