@@ -13,6 +13,10 @@ import Synchronization
 /// desynchronise the stream); the slot then reconnects after a back-off. After
 /// `breakerThreshold` consecutive failures the breaker opens: operations fail at once until
 /// `breakerCooldown` has passed, then one probe is let through.
+///
+/// A single command that is the only one in flight, from a caller off the event loops, goes
+/// through the pool's ``DirectSocket`` instead when it is connected and free: the caller's
+/// thread writes it and reads the reply, with no hop to an event loop and back.
 final class ConnectionPool: Sendable {
     struct Settings: Sendable {
         var host: String
@@ -55,6 +59,10 @@ final class ConnectionPool: Sendable {
     private let healthy = Atomic<Bool>(true)
     private let nextSlot = Atomic<Int>(0)
     private let isClosed = Atomic<Bool>(false)
+    /// Single commands in flight: one that is alone, from a caller off the event loops, goes
+    /// through `direct` (no thread hop) when that socket is free.
+    private let inFlight = Atomic<Int>(0)
+    private let direct: DirectSocket
     let counters = PoolCounters()
     /// Run tasks on each connection's event loop, in the connections' order.
     let executors: [EventLoopTaskExecutor]
@@ -67,6 +75,9 @@ final class ConnectionPool: Sendable {
         slots = (0..<max(1, settings.connectionCount)).map { _ in Locked(SlotState(backoff: settings.reconnectBackoff.initial)) }
         slotLoops = slots.map { _ in group.next() }
         executors = slotLoops.map(EventLoopTaskExecutor.init)
+        direct = DirectSocket(
+            host: settings.host, port: settings.port, connectTimeout: settings.deadline,
+            retryDelay: settings.reconnectBackoff.initial, maxValueLength: settings.maxValueLength)
     }
 
     /// Sends `command` on one of the connections and returns its reply (error replies included).
@@ -77,9 +88,15 @@ final class ConnectionPool: Sendable {
         guard !isClosed.load(ordering: .relaxed) else { throw MemcachedError(.closed, "the store is closed") }
         try admit()
         let deadline = NIODeadline.now() + settings.deadline
-        let index = pickSlot()
+        let loopSlot = slotLoops.firstIndex { $0.inEventLoop }
+        let alone = inFlight.wrappingAdd(1, ordering: .relaxed).oldValue == 0
+        defer { inFlight.wrappingSubtract(1, ordering: .relaxed) }
         do {
-            let connection = try await connection(at: index, deadline: deadline)
+            if alone, loopSlot == nil, DirectSocket.accepts(command), let response = try await direct.send(command, deadline: deadline) {
+                recordSuccess()
+                return response
+            }
+            let connection = try await connection(at: loopSlot ?? nextSlotInTurn(), deadline: deadline)
             // The handler keeps the deadline (one timer per connection) and resumes this task
             // from the event loop; commands queued by many callers leave in one write.
             let response = try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<MetaResponse, any Error>) in
@@ -133,6 +150,7 @@ final class ConnectionPool: Sendable {
     /// Closes every connection; later calls throw `.closed`.
     func close() async {
         isClosed.store(true, ordering: .relaxed)
+        direct.close()
         for slot in slots {
             let connection: MetaConnection? = slot.withLock { state in
                 defer { state.slot = .idle }
@@ -148,7 +166,11 @@ final class ConnectionPool: Sendable {
     /// The slot whose event loop runs the caller, if any; otherwise the next one in turn.
     private func pickSlot() -> Int {
         for index in slotLoops.indices where slotLoops[index].inEventLoop { return index }
-        return nextSlot.wrappingAdd(1, ordering: .relaxed).oldValue % slots.count
+        return nextSlotInTurn()
+    }
+
+    private func nextSlotInTurn() -> Int {
+        nextSlot.wrappingAdd(1, ordering: .relaxed).oldValue % slots.count
     }
 
     nonisolated(nonsending) private func connection(at index: Int, deadline: NIODeadline) async throws -> MetaConnection {
