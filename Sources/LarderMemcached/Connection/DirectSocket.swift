@@ -17,7 +17,7 @@ import NIOCore
 /// - At most one caller holds the socket (`busy`), and only the holder touches its descriptor;
 ///   every error closes the descriptor, so a stream is never read past a reply it could not
 ///   match (each command carries its own opaque token, checked on the reply).
-/// - The caller's thread waits in `poll` at most ``blockingBudget`` after its command leaves.
+/// - The caller's thread waits in `recv` at most ``blockingBudget`` after its command leaves.
 ///   A reply that takes longer is waited for on a Dispatch thread, which resumes the caller
 ///   (the only hop, on the slow path), so a slow or silent server never holds the cooperative
 ///   pool for longer than that.
@@ -33,7 +33,7 @@ final class DirectSocket: Sendable {
         case closed
     }
 
-    /// How long a caller's thread waits for a reply in `poll` before the wait moves to a
+    /// How long a caller's thread waits for a reply in `recv` before the wait moves to a
     /// Dispatch thread. A loopback round trip is tens of microseconds.
     static let blockingBudget: TimeAmount = .milliseconds(1)
 
@@ -167,7 +167,9 @@ final class DirectSocket: Sendable {
         }
     }
 
-    /// A non-blocking TCP socket connected to `host:port` with `TCP_NODELAY`, or `nil`.
+    /// A TCP socket connected to `host:port`, or `nil`: with `TCP_NODELAY`, blocking, and with
+    /// ``blockingBudget`` as its send and receive timeouts, so that a call costs one `send` and
+    /// one `recv` (which sleeps until the reply comes, at most that long).
     private static func connect(host: String, port: Int, timeout: TimeAmount) -> Int32? {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
@@ -185,7 +187,14 @@ final class DirectSocket: Sendable {
             setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             if Glibc.connect(descriptor, address.pointee.ai_addr, address.pointee.ai_addrlen) == 0
                 || (errno == EINPROGRESS && wait(descriptor, for: Int16(POLLOUT), until: deadline) && socketError(descriptor) == 0) {
-                return descriptor
+                let microseconds = blockingBudget.nanoseconds / 1_000
+                var budget = timeval(tv_sec: Int(microseconds / 1_000_000), tv_usec: Int(microseconds % 1_000_000))
+                let flags = fcntl(descriptor, F_GETFL)
+                if flags >= 0, fcntl(descriptor, F_SETFL, flags & ~O_NONBLOCK) == 0,
+                   setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &budget, socklen_t(MemoryLayout<timeval>.size)) == 0,
+                   setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &budget, socklen_t(MemoryLayout<timeval>.size)) == 0 {
+                    return descriptor
+                }
             }
             Glibc.close(descriptor)
         }
