@@ -54,6 +54,34 @@ struct DirectSocketTests {
         }
     }
 
+    /// A quiet batch: each hit answered by its own token, each miss settled as a miss when a
+    /// later reply passes it, the `mn` last.
+    @Test func aQuietBatchGetsEveryHitAndMissInOrder() async throws {
+        try await withChildProcesses { scope in
+            let server = try await MemcachedServer.start(in: scope)
+            let socket = Self.socket(port: server.port)
+            for index in stride(from: 0, to: 40, by: 2) {
+                #expect(try await Self.send(Self.set("key-\(index)", "value \(index)"), on: socket).status == .stored)
+            }
+            let keys = (0..<40).map { "key-\($0)" }
+            let commands = keys.map { MetaCommand(.get, key: Array($0.utf8), flags: [.value, .quiet]) } + [MetaCommand(.noop)]
+            for _ in 0..<3 {
+                let replies = try #require(try await socket.sendBatch(commands, deadline: .now() + .seconds(60)))
+                #expect(replies.count == 41)
+                for index in 0..<40 {
+                    if index.isMultiple(of: 2) {
+                        #expect(replies[index].status == .value)
+                        #expect(replies[index].value.map { String(buffer: $0) } == "value \(index)")
+                    } else {
+                        #expect(replies[index].status == .miss)
+                    }
+                }
+                #expect(replies[40].status == .noop)
+            }
+            socket.close()
+        }
+    }
+
     @Test func aSlowReplyIsWaitedForOffTheCallersThread() async throws {
         try await withChildProcesses { scope in
             let server = try await MemcachedServer.start(in: scope)
@@ -92,7 +120,7 @@ struct DirectSocketTests {
 
     /// A reply with another command's token, or bytes beyond the one reply, is refused and the
     /// socket dropped: its stream can no longer be trusted.
-    @Test(arguments: ["HD O999999\r\n", "HD\r\nHD\r\n", "VA 3 O1\r\nabc\r\nEN\r\n", "XX\r\n"])
+    @Test(arguments: ["HD O999999\r\n", "HD\r\nHD\r\n", "VA 3 O1\r\nabc\r\nEN\r\n", "XX\r\n", "MN\r\n"])
     func bytesThatDoNotAnswerTheCommandAreRefused(reply: String) async throws {
         let server = try await FixedReplyServer(reply: reply)
         let socket = Self.socket(port: server.port)

@@ -14,9 +14,9 @@ import Synchronization
 /// `breakerThreshold` consecutive failures the breaker opens: operations fail at once until
 /// `breakerCooldown` has passed, then one probe is let through.
 ///
-/// A single command that is the only one in flight, from a caller off the event loops, goes
+/// A command or batch that is the only one in flight, from a caller off the event loops, goes
 /// through the pool's ``DirectSocket`` instead when it is connected and free: the caller's
-/// thread writes it and reads the reply, with no hop to an event loop and back.
+/// thread writes it and reads the replies, with no hop to an event loop and back.
 final class ConnectionPool: Sendable {
     struct Settings: Sendable {
         var host: String
@@ -59,8 +59,8 @@ final class ConnectionPool: Sendable {
     private let healthy = Atomic<Bool>(true)
     private let nextSlot = Atomic<Int>(0)
     private let isClosed = Atomic<Bool>(false)
-    /// Single commands in flight: one that is alone, from a caller off the event loops, goes
-    /// through `direct` (no thread hop) when that socket is free.
+    /// Commands and batches in flight: one that is alone, from a caller off the event loops,
+    /// goes through `direct` (no thread hop) when that socket is free.
     private let inFlight = Atomic<Int>(0)
     private let direct: DirectSocket
     let counters = PoolCounters()
@@ -122,9 +122,15 @@ final class ConnectionPool: Sendable {
         guard !commands.isEmpty else { return [] }
         try admit()
         let deadline = NIODeadline.now() + settings.deadline
-        let index = pickSlot()
+        let loopSlot = slotLoops.firstIndex { $0.inEventLoop }
+        let alone = inFlight.wrappingAdd(1, ordering: .relaxed).oldValue == 0
+        defer { inFlight.wrappingSubtract(1, ordering: .relaxed) }
         do {
-            let connection = try await connection(at: index, deadline: deadline)
+            if alone, loopSlot == nil, let responses = try await direct.sendBatch(commands, deadline: deadline) {
+                recordSuccess()
+                return responses
+            }
+            let connection = try await connection(at: loopSlot ?? nextSlotInTurn(), deadline: deadline)
             // One wait for the whole batch: the last reply resumes this task.
             let responses = try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<[MetaResponse], any Error>) in
                 let collector = BatchCollector(count: commands.count, continuation)
@@ -163,12 +169,7 @@ final class ConnectionPool: Sendable {
 
     // MARK: - Connections
 
-    /// The slot whose event loop runs the caller, if any; otherwise the next one in turn.
-    private func pickSlot() -> Int {
-        for index in slotLoops.indices where slotLoops[index].inEventLoop { return index }
-        return nextSlotInTurn()
-    }
-
+    /// The next slot in turn, for a caller on none of the slots' event loops.
     private func nextSlotInTurn() -> Int {
         nextSlot.wrappingAdd(1, ordering: .relaxed).oldValue % slots.count
     }

@@ -5,13 +5,14 @@ import Larder
 import NIOCore
 
 /// One plain socket to the server on which a lone caller off the event loops writes its own
-/// command and reads its own reply, on its own thread.
+/// command (or batch) and reads its own replies, on its own thread.
 ///
 /// A call through the pipelined ``MetaConnection`` from a task on Swift's global executor costs
 /// two thread wake-ups besides the server's: the event loop's, to write the command, and the
 /// caller's, when the reply resumes it. With one request in flight those wake-ups are most of a
-/// loopback round trip, so ``ConnectionPool`` hands a request to this socket instead when it is
-/// the only one in flight and the socket is free; every other request takes the pipeline.
+/// loopback round trip, so ``ConnectionPool`` hands a request or a batch to this socket instead
+/// when it is the only one in flight and the socket is free; every other request takes the
+/// pipeline.
 ///
 /// Invariants:
 /// - At most one caller holds the socket (`busy`), and only the holder touches its descriptor;
@@ -43,7 +44,6 @@ final class DirectSocket: Sendable {
     private let retryDelay: TimeAmount
     private let maxValueLength: Int
     private let state = Locked(State.idle)
-    private let nextOpaque = Locked<UInt32>(1)
 
     init(host: String, port: Int, connectTimeout: TimeAmount, retryDelay: TimeAmount, maxValueLength: Int) {
         self.host = host
@@ -53,8 +53,8 @@ final class DirectSocket: Sendable {
         self.maxValueLength = maxValueLength
     }
 
-    /// Whether `command` can take the socket: one that gets a reply of its own with its opaque
-    /// token (not quiet, not `mn`).
+    /// Whether `command` can take the socket alone: one that gets a reply of its own with its
+    /// opaque token (not quiet, not `mn`).
     static func accepts(_ command: MetaCommand) -> Bool {
         if case .noop = command.kind { return false }
         return !command.isQuiet
@@ -66,6 +66,14 @@ final class DirectSocket: Sendable {
     ///
     /// - Throws: ``MemcachedError`` (`.timeout`, `.connection`, `.protocolViolation`).
     nonisolated(nonsending) func send(_ command: MetaCommand, deadline: NIODeadline) async throws -> MetaResponse? {
+        try await sendBatch([command], deadline: deadline)?[0]
+    }
+
+    /// Sends `commands` in one write and returns their replies in order, or `nil` at once as
+    /// ``send(_:deadline:)`` does. Replies are matched as ``MetaRequestHandler`` matches them: a
+    /// quiet command passed by a later reply is settled as a miss (`mg`) or as stored; end a
+    /// quiet batch with `mn`.
+    nonisolated(nonsending) func sendBatch(_ commands: [MetaCommand], deadline: NIODeadline) async throws -> [MetaResponse]? {
         enum Step { case use(Int32), connect, pass }
         let now = NIODeadline.now()
         let step: Step = state.withLock { state in
@@ -90,35 +98,30 @@ final class DirectSocket: Sendable {
             startConnecting()
             return nil
         case .use(let descriptor):
-            let opaque = command.opaque ?? nextOpaque.withLock { next in
-                defer { next = next == .max ? 1 : next + 1 }
-                return next
-            }
-            var exchange = Exchange(descriptor: descriptor, opaque: opaque, deadline: deadline, maxValueLength: maxValueLength)
+            var exchange = Exchange(descriptor: descriptor, deadline: deadline, maxValueLength: maxValueLength)
             do {
-                try exchange.write(command)
-                if let (response, reusable) = try exchange.readReply(until: min(deadline, NIODeadline.now() + Self.blockingBudget)) {
-                    release(descriptor, keep: reusable)
-                    return response
+                try exchange.write(commands)
+                if try exchange.readReplies(until: min(deadline, NIODeadline.now() + Self.blockingBudget)) {
+                    release(descriptor, keep: exchange.isReusable)
+                    return exchange.responses
                 }
                 // The server is slow: wait out the deadline on a Dispatch thread.
-                let (response, reusable) = try await withUnsafeThrowingContinuation {
-                    (continuation: UnsafeContinuation<(MetaResponse, Bool), any Error>) in
-                    let finishing = exchange
+                let finished = try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Exchange, any Error>) in
+                    let started = exchange
                     DispatchQueue.global().async {
-                        var exchange = finishing
+                        var exchange = started
                         do {
-                            guard let reply = try exchange.readReply(until: exchange.deadline) else {
+                            guard try exchange.readReplies(until: exchange.deadline) else {
                                 throw MemcachedError(.timeout, "no reply within the deadline")
                             }
-                            continuation.resume(returning: reply)
+                            continuation.resume(returning: exchange)
                         } catch {
                             continuation.resume(throwing: error)
                         }
                     }
                 }
-                release(descriptor, keep: reusable)
-                return response
+                release(descriptor, keep: finished.isReusable)
+                return finished.responses
             } catch {
                 release(descriptor, keep: false)
                 throw error as? MemcachedError ?? MemcachedError(.connection, "\(error)")
@@ -223,33 +226,64 @@ final class DirectSocket: Sendable {
     }
 }
 
-/// One command and its reply on a ``DirectSocket``'s descriptor (a value: the slow path moves
-/// it to a Dispatch thread).
+/// Commands and their replies on a ``DirectSocket``'s descriptor (a value: the slow path moves
+/// it, with the replies read so far, to a Dispatch thread).
 private struct Exchange: @unchecked Sendable {
     // @unchecked: only the holder of the socket uses it, on one thread at a time.
+    private struct Awaited {
+        var opaque: UInt32
+        var isQuiet: Bool
+        var isGet: Bool
+    }
+
     let descriptor: Int32
-    let opaque: UInt32
     let deadline: NIODeadline
     let maxValueLength: Int
-    var received = ByteBufferAllocator().buffer(capacity: 2_048)
+    private var received = ByteBufferAllocator().buffer(capacity: 2_048)
+    private var awaited: [Awaited] = []
+    /// The replies settled so far, in the commands' order.
+    private(set) var responses: [MetaResponse] = []
+    /// Whether the socket can carry more commands (not after `ERROR` or `CLIENT_ERROR`, after
+    /// which the server may have skipped bytes).
+    private(set) var isReusable = true
 
-    init(descriptor: Int32, opaque: UInt32, deadline: NIODeadline, maxValueLength: Int) {
+    init(descriptor: Int32, deadline: NIODeadline, maxValueLength: Int) {
         self.descriptor = descriptor
-        self.opaque = opaque
         self.deadline = deadline
         self.maxValueLength = maxValueLength
     }
 
-    func write(_ command: MetaCommand) throws {
-        var outgoing = ByteBufferAllocator().buffer(capacity: 256)
-        try MetaCommandEncoder.encode(command, appendingOpaque: command.opaque == nil ? opaque : 0, into: &outgoing)
+    /// Encodes `commands` (each but `mn` with an opaque token: its own, or its place in the
+    /// exchange, counted from 1) and sends them in one write. Tokens need only be unique within
+    /// one exchange: every failure closes the socket, so no reply of an earlier exchange is
+    /// left to read.
+    mutating func write(_ commands: [MetaCommand]) throws {
+        var next: UInt32 = 1
+        var outgoing = ByteBufferAllocator().buffer(capacity: 64 * commands.count + 64)
+        awaited.reserveCapacity(commands.count)
+        responses.reserveCapacity(commands.count)
+        for command in commands {
+            var opaque: UInt32 = 0
+            if case .noop = command.kind {
+                opaque = 0
+            } else if let given = command.opaque {
+                opaque = given
+            } else {
+                opaque = next
+                next = next == .max ? 1 : next + 1
+            }
+            try MetaCommandEncoder.encode(command, appendingOpaque: command.opaque == nil ? opaque : 0, into: &outgoing)
+            var isGet = false
+            if case .get = command.kind { isGet = true }
+            awaited.append(Awaited(opaque: opaque, isQuiet: command.isQuiet, isGet: isGet))
+        }
         while outgoing.readableBytes > 0 {
             let sent = outgoing.withUnsafeReadableBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if sent > 0 {
                 outgoing.moveReaderIndex(forwardBy: sent)
             } else if sent < 0, errno == EAGAIN || errno == EINTR {
                 guard DirectSocket.wait(descriptor, for: Int16(POLLOUT), until: deadline) else {
-                    throw MemcachedError(.timeout, "the command could not be sent within the deadline")
+                    throw MemcachedError(.timeout, "the commands could not be sent within the deadline")
                 }
             } else {
                 throw MemcachedError(.connection, "send failed (errno \(errno))")
@@ -257,37 +291,61 @@ private struct Exchange: @unchecked Sendable {
         }
     }
 
-    /// Reads until one whole reply has arrived (`nil` when `limit` passes first), and whether
-    /// the socket can carry another command. The reply must answer this command (its opaque
-    /// token, or an error reply, which carries none) and be all the socket holds.
-    mutating func readReply(until limit: NIODeadline) throws -> (MetaResponse, reusable: Bool)? {
-        while true {
+    /// Reads until every command is answered (`true`), or `limit` passes first (`false`). The
+    /// replies must answer these commands, in order, and be all the socket holds.
+    mutating func readReplies(until limit: NIODeadline) throws -> Bool {
+        while responses.count < awaited.count {
             if received.writableBytes < 1_024 { received.reserveCapacity(minimumWritableBytes: max(received.capacity, 2_048)) }
             let count = received.withUnsafeMutableWritableBytes { Glibc.recv(descriptor, $0.baseAddress, $0.count, 0) }
             if count > 0 {
                 received.moveWriterIndex(forwardBy: count)
-                guard let response = try MetaResponseDecoder.parse(&received, maxValueLength: maxValueLength) else { continue }
-                guard received.readableBytes == 0 else {
-                    throw MemcachedError(.protocolViolation, "bytes after the reply of the only command sent")
+                while responses.count < awaited.count,
+                      let response = try MetaResponseDecoder.parse(&received, maxValueLength: maxValueLength) {
+                    try settle(with: response)
                 }
-                if response.status.isError {
-                    // The server may have skipped bytes after ERROR or CLIENT_ERROR: the caller
-                    // gets the reply, the socket is not kept.
-                    if case .serverError = response.status { return (response, true) }
-                    return (response, false)
-                }
-                guard response.opaque == opaque else {
-                    throw MemcachedError(.protocolViolation, "a reply with opaque \(response.opaque.map(String.init) ?? "none") answers another command")
-                }
-                return (response, true)
+                continue
             }
             if count == 0 { throw MemcachedError(.connection, "the server closed the connection") }
             guard errno == EAGAIN || errno == EINTR else { throw MemcachedError(.connection, "recv failed (errno \(errno))") }
             guard DirectSocket.wait(descriptor, for: Int16(POLLIN), until: limit) else {
                 if limit >= deadline { throw MemcachedError(.timeout, "no reply within the deadline") }
-                return nil
+                return false
             }
         }
+        guard received.readableBytes == 0 else {
+            throw MemcachedError(.protocolViolation, "bytes after the replies of every command sent")
+        }
+        return true
+    }
+
+    /// Gives `response` to the command it answers, settling the quiet ones it passes.
+    private mutating func settle(with response: MetaResponse) throws {
+        let head = awaited[responses.count]
+        if response.status.isError {
+            // Error replies carry no token: they belong to the next command, which must not be
+            // quiet (a quiet one may have succeeded silently, so the owner is unknown).
+            guard !head.isQuiet else { throw MemcachedError(.protocolViolation, "an error reply whose command is unknown") }
+            if case .serverError = response.status {
+                responses.append(response)
+                return
+            }
+            guard awaited.count == 1 else { throw MemcachedError(.connection, "connection reset after \(response.status)") }
+            isReusable = false
+            responses.append(response)
+            return
+        }
+        let isNoop = response.status == .noop
+        while responses.count < awaited.count {
+            let head = awaited[responses.count]
+            if isNoop ? head.opaque == 0 : (head.opaque != 0 && head.opaque == response.opaque) {
+                responses.append(response)
+                return
+            }
+            guard head.isQuiet, head.opaque != 0 else { break }
+            responses.append(MetaResponse(status: head.isGet ? .miss : .stored))
+        }
+        throw MemcachedError(.protocolViolation, isNoop ? "MN before the reply of an earlier command"
+            : "a reply with opaque \(response.opaque.map(String.init) ?? "none") answers no command sent")
     }
 }
 #endif
