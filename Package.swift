@@ -242,6 +242,13 @@ let package = Package(
             dependencies: [
                 "Larder",
                 .product(name: "CoreMetrics", package: "swift-metrics", condition: .when(traits: ["Metrics"])),
+                // With `ServiceLifecycle` too, the reporter is a `Service`; with `Memcached`
+                // too, `MemcachedMetrics` reports the memcached tier's own counters.
+                .product(
+                    name: "ServiceLifecycle", package: "swift-service-lifecycle",
+                    condition: .when(traits: ["ServiceLifecycle"])
+                ),
+                .target(name: "LarderMemcached", condition: .when(traits: ["Memcached"])),
             ],
             swiftSettings: strictSettings
         ),
@@ -253,6 +260,12 @@ let package = Package(
                 "LarderTestSupport",
                 .product(name: "CoreMetrics", package: "swift-metrics", condition: .when(traits: ["Metrics"])),
                 .product(name: "MetricsTestKit", package: "swift-metrics", condition: .when(traits: ["Metrics"])),
+                .product(
+                    name: "ServiceLifecycle", package: "swift-service-lifecycle",
+                    condition: .when(traits: ["ServiceLifecycle"])
+                ),
+                .product(name: "Logging", package: "swift-log", condition: .when(traits: ["ServiceLifecycle"])),
+                .target(name: "LarderMemcached", condition: .when(traits: ["Memcached"])),
             ],
             swiftSettings: strictSettings
         ),

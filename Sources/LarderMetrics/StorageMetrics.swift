@@ -2,6 +2,9 @@
 public import CoreMetrics
 public import Larder
 import Synchronization
+#if ServiceLifecycle
+public import ServiceLifecycle
+#endif
 
 /// Reports a ``Larder/Storage``'s statistics through apple/swift-metrics, by sampling: nothing
 /// is added to the storage's read or write paths.
@@ -83,18 +86,33 @@ public final class StorageMetrics: Sendable {
         }
     }
 
-    /// Reports every ``interval`` until the task is cancelled, then reports once more and
-    /// returns, so the last increments before a shutdown are not lost.
+    /// Reports every ``interval`` until the task is cancelled (or, with the trait
+    /// `ServiceLifecycle`, until its service group shuts down gracefully), then reports once
+    /// more and returns, so the last increments before a shutdown are not lost.
     ///
     /// - Throws: Nothing today; `throws` leaves room for a backend that can fail.
     public func run() async throws {
+        #if ServiceLifecycle
+        await cancelWhenGracefulShutdown { await self.reportPeriodically() }
+        #else
+        await reportPeriodically()
+        #endif
+        report()
+    }
+
+    private func reportPeriodically() async {
         while !Task.isCancelled {
             report()
             try? await Task.sleep(for: interval)
         }
-        report()
     }
 }
+
+#if ServiceLifecycle
+/// With the trait `ServiceLifecycle`, a reporter runs in a `ServiceGroup` as it is: ``run()``
+/// returns on graceful shutdown after a last report.
+extension StorageMetrics: Service {}
+#endif
 
 // MARK: - Metric names
 

@@ -6,6 +6,10 @@ import LarderMetrics
 import LarderTestSupport
 import MetricsTestKit
 import Testing
+#if ServiceLifecycle
+import Logging
+import ServiceLifecycle
+#endif
 
 @Suite(.timeLimit(.minutes(2)))
 struct StorageMetricsTests {
@@ -151,5 +155,29 @@ struct StorageMetricsTests {
         try await task.value
         #expect(try counter(StorageMetrics.Name.requestWrites) == 2)
     }
+
+    #if ServiceLifecycle
+    @Test func asAServiceItStopsOnGracefulShutdownAfterALastReport() async throws {
+        // Given a reporter with an hour-long interval, run by a service group
+        let reporter = StorageMetrics(storage: storage, label: "s", interval: .seconds(3600), factory: metrics)
+        var logger = Logger(label: "StorageMetricsTests")
+        logger.logLevel = .critical
+        let group = ServiceGroup(configuration: .init(services: [.init(service: reporter)], logger: logger))
+        let running = Task { try await group.run() }
+        // and its first report made (polled: the machine may stall)
+        let deadline = ContinuousClock.now + .seconds(60)
+        while (try? counter(StorageMetrics.Name.requestWrites)) == nil && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+
+        // When a write happens and the group shuts down gracefully
+        try await storage.setValue("a", forKey: "k0")
+        await group.triggerGracefulShutdown()
+
+        // Then the group returns well before the interval, and the last report counted the write
+        try await running.value
+        #expect(try counter(StorageMetrics.Name.requestWrites) == 1)
+    }
+    #endif
 }
 #endif
