@@ -5,9 +5,9 @@
 //
 // The writer stores "value-<i>" under "k<i>" (i = 0, 1, …), reads an earlier key back after
 // every tenth write (so the disk tier has access order pending), and prints "ack k<i>" after
-// each write returned. On
-// SIGTERM the group shuts the writer down first, then the storage service, which closes the
-// storage; the helper prints "closed <acknowledged writes>" and exits 0.
+// each write returned. On SIGTERM the group shuts the writer down first, then the storage
+// service, which closes the storage; the helper prints "closed <acknowledged writes>" and
+// exits 0.
 #if ServiceLifecycle
 import Foundation
 import Larder
