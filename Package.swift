@@ -46,6 +46,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         // Trait `Metrics` only.
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // The example apps' `/metrics` page, with traits `Metrics` and the app's framework.
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         .systemLibrary(
@@ -118,6 +120,9 @@ let package = Package(
                 "LarderVapor",
                 "Larder",
                 .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"])),
+                // With `Metrics` too: Prometheus metrics at `/metrics`.
+                "LarderMetrics",
+                .product(name: "Prometheus", package: "swift-prometheus", condition: .when(traits: ["Metrics"])),
             ],
             path: "Examples/VaporJSONCache",
             swiftSettings: strictSettings
@@ -312,6 +317,16 @@ let package = Package(
                     condition: .when(traits: ["ServiceLifecycle"])
                 ),
                 .product(name: "Logging", package: "swift-log", condition: .when(traits: ["ServiceLifecycle"])),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // Runs the example apps as processes and scrapes their `/metrics` (traits `Metrics` and
+        // the app's framework; sources are `#if`).
+        .testTarget(
+            name: "LarderExampleTests",
+            dependencies: [
+                "LarderTestSupport",
+                .target(name: "LarderVaporExample", condition: .when(traits: ["Vapor"])),
             ],
             swiftSettings: strictSettings
         ),
