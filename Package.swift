@@ -134,6 +134,9 @@ let package = Package(
                 "LarderImage",
                 "Larder",
                 .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
+                // With `Metrics` too: Prometheus metrics at `/metrics`.
+                "LarderMetrics",
+                .product(name: "Prometheus", package: "swift-prometheus", condition: .when(traits: ["Metrics"])),
             ],
             path: "Examples/HummingbirdImages",
             swiftSettings: strictSettings
@@ -327,6 +330,7 @@ let package = Package(
             dependencies: [
                 "LarderTestSupport",
                 .target(name: "LarderVaporExample", condition: .when(traits: ["Vapor"])),
+                .target(name: "LarderHummingbirdExample", condition: .when(traits: ["Hummingbird"])),
             ],
             swiftSettings: strictSettings
         ),
