@@ -158,11 +158,22 @@ let package = Package(
             resources: [.copy("Fixtures")],
             swiftSettings: strictSettings
         ),
+        // What the remote tiers share (the envelope every remote value travels in, the remote
+        // key and TTL mapping): sources are `#if Memcached || Redis`; internal to the package.
+        .target(
+            name: "LarderRemoteCore",
+            dependencies: [
+                "Larder",
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Memcached"])),
+            ],
+            swiftSettings: strictSettings
+        ),
         // Trait `Memcached`: the remote tier and its tests (sources are `#if Memcached`).
         .target(
             name: "LarderMemcached",
             dependencies: [
                 "Larder",
+                "LarderRemoteCore",
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Memcached"])),
                 .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Memcached"])),
             ],
@@ -178,7 +189,7 @@ let package = Package(
         .testTarget(
             name: "LarderMemcachedTests",
             dependencies: [
-                "LarderMemcached", "Larder", "LarderTestSupport", "LarderMemcachedHelper",
+                "LarderMemcached", "Larder", "LarderRemoteCore", "LarderTestSupport", "LarderMemcachedHelper",
                 // One test runs Larder as Vapor's cache over a memcached tier (both traits on).
                 .target(name: "LarderVapor", condition: .when(traits: ["Vapor"])),
                 .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"])),

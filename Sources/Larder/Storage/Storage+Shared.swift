@@ -24,9 +24,41 @@ extension Storage where Value: Sendable {
         return .date(min(requested ?? bound, bound))
     }
 
+    // MARK: - Pushed invalidations
+
+    /// Registers `key` with the tiers that push invalidations, before a read or write through
+    /// them may leave a local copy (see ``InvalidatingCacheTier``); the first call installs the
+    /// storage's listeners.
+    func guardLocalCopies(of key: Key) {
+        guard let localCopyGuard, localCopyGuard.register(key) else { return }
+        for tier in localCopyGuard.tiers {
+            tier.addInvalidationListener { [weak self] invalidation in
+                self?.dropLocalCopies(invalidation)
+            }
+        }
+    }
+
+    /// Drops the local copies an invalidation names: at once from memory (a promotion not yet
+    /// past its check is skipped), then, under each key's turn so that a promotion already
+    /// past its check has finished, from memory and the local byte tiers again.
+    func dropLocalCopies(_ invalidation: TierInvalidation) {
+        guard let keys = localCopyGuard?.take(invalidation), !keys.isEmpty else { return }
+        for key in keys {
+            turns.bump(key)
+            if memory.removeValue(forKey: key) { emit(.removed, key.cacheKey, .memory) }
+        }
+        let local = localTierIDs(in: .all)
+        Task {
+            for key in keys {
+                _ = try? await self.turns.withTurn(key) { try await self.removeLocally(forKey: key, tiers: local) }
+            }
+        }
+    }
+
     /// The shared part of a write: each shared tier named gets the value, each not named loses
     /// it. A failure is counted and the tier's old value is removed if possible; nothing throws.
     nonisolated(nonsending) func writeShared(_ write: PreparedWrite, forKey key: Key, expiry: Expiry?, tiers: StorageTiers) async {
+        guardLocalCopies(of: key)
         for tier in self.tiers where tier is any SharedCacheTier {
             do {
                 if tiers.contains(tier.tierID), let encoded = write.encoded {
@@ -110,6 +142,7 @@ extension Storage where Value: Sendable {
         forKey key: Key, tiers: StorageTiers, leasing: any LeasingCacheTier, expiry: Expiry?,
         loader: @escaping @Sendable (Key) async throws -> Value
     ) async throws -> Value {
+        guardLocalCopies(of: key)
         let local = localTierIDs(in: tiers)
         if self.tiers.contains(where: { !($0 is any SharedCacheTier) && local.contains($0.tierID) }),
            let found = try await walkTiers(forKey: key, tiers: local) {

@@ -187,6 +187,13 @@ final class KeyTurns<Key: Hashable & Sendable>: Sendable {
         }
     }
 
+    /// Changes `key`'s generation without taking its turn: a promotion whose token was taken
+    /// earlier is skipped (an invalidation pushed by a shared tier).
+    func bump(_ key: Key) {
+        let stripe = Self.stripe(of: key)
+        state.withLock { $0.generations[stripe] &+= 1 }
+    }
+
     /// How many callers wait for `key`'s turn (for tests and diagnostics).
     func waiterCount(_ key: Key) -> Int {
         state.withLock { $0.held[key]?.count ?? 0 }

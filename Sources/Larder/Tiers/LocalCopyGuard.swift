@@ -1,0 +1,50 @@
+import Synchronization
+
+/// The keys of a ``Storage`` whose local copies an ``InvalidatingCacheTier`` guards: a cache key
+/// → key table filled before each read or write through such a tier, and emptied, key by key or
+/// all at once, by the tier's invalidations.
+///
+/// - Invariant: every key that may hold a local copy of a guarded tier's value is in `keys`
+///   from before the read or write that could make the copy until an invalidation names it.
+final class LocalCopyGuard<Key: CacheKey>: Sendable {
+    private struct State {
+        var keys: [String: Key] = [:]
+        var isListening = false
+    }
+    private let state = Mutex(State())
+    let tiers: [any InvalidatingCacheTier]
+
+    init(tiers: [any InvalidatingCacheTier]) {
+        self.tiers = tiers
+    }
+
+    /// Registers `key` with the storage and with every guarded tier; returns `true` the first
+    /// time any key is registered (the caller then installs the listeners).
+    func register(_ key: Key) -> Bool {
+        let cacheKey = key.cacheKey
+        let first = state.withLock { state in
+            state.keys[cacheKey] = key
+            defer { state.isListening = true }
+            return !state.isListening
+        }
+        for tier in tiers { tier.trackLocalCopy(forKey: cacheKey) }
+        return first
+    }
+
+    /// Takes the registered keys named by `invalidation` out of the table.
+    func take(_ invalidation: TierInvalidation) -> [Key] {
+        state.withLock { state in
+            switch invalidation {
+            case .all:
+                let keys = Array(state.keys.values)
+                state.keys.removeAll()
+                return keys
+            case .keys(let cacheKeys):
+                return cacheKeys.compactMap { state.keys.removeValue(forKey: $0) }
+            }
+        }
+    }
+
+    /// How many keys are registered (for tests).
+    var count: Int { state.withLock { $0.keys.count } }
+}
