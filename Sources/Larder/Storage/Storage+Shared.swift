@@ -39,17 +39,21 @@ extension Storage where Value: Sendable {
     }
 
     /// Drops the local copies an invalidation names: at once from memory (a promotion not yet
-    /// past its check is skipped), then, under each key's turn so that a promotion already
-    /// past its check has finished, from memory and the local byte tiers again.
+    /// past its check is skipped); then, for a key whose turn was held (a promotion past its
+    /// check may still write) and for the local byte tiers, under the key's turn.
     func dropLocalCopies(_ invalidation: TierInvalidation) {
         guard let keys = localCopyGuard?.take(invalidation), !keys.isEmpty else { return }
+        let hasLocalByteTiers = !localTiers.isEmpty
+        var later: [Key] = []
         for key in keys {
-            turns.bump(key)
+            let wasHeld = turns.bump(key)
             if memory.removeValue(forKey: key) { emit(.removed, key.cacheKey, .memory) }
+            if wasHeld || hasLocalByteTiers { later.append(key) }
         }
+        guard !later.isEmpty else { return }
         let local = localTierIDs(in: .all)
         Task {
-            for key in keys {
+            for key in later {
                 _ = try? await self.turns.withTurn(key) { try await self.removeLocally(forKey: key, tiers: local) }
             }
         }

@@ -189,9 +189,15 @@ final class KeyTurns<Key: Hashable & Sendable>: Sendable {
 
     /// Changes `key`'s generation without taking its turn: a promotion whose token was taken
     /// earlier is skipped (an invalidation pushed by a shared tier).
-    func bump(_ key: Key) {
+    ///
+    /// - Returns: Whether `key`'s turn was held at that moment: only then can a promotion
+    ///   already past its check still write.
+    func bump(_ key: Key) -> Bool {
         let stripe = Self.stripe(of: key)
-        state.withLock { $0.generations[stripe] &+= 1 }
+        return state.withLock { state in
+            state.generations[stripe] &+= 1
+            return state.held[key] != nil
+        }
     }
 
     /// How many callers wait for `key`'s turn (for tests and diagnostics).
