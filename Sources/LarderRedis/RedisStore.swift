@@ -71,8 +71,8 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
         /// How often the tracking connection is pinged (a server that stopped answering is a
         /// lost connection). Defaults to 1 s.
         public var trackingHeartbeat: Duration
-        /// How many keys with local copies the store follows; past that it drops every local
-        /// copy and starts over. Defaults to 100,000.
+        /// How many keys with local copies the store follows; past that it drops every other
+        /// local copy and starts over. Defaults to 100,000.
         public var trackedKeyLimit: Int
         /// Whether remote hits are also copied to the local disk tier. Defaults to `false`.
         public var copiesHitsToLocalTiers: Bool
@@ -510,13 +510,21 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
     public func trackLocalCopy(forKey key: String) {
         guard tracking != nil else { return }
         let wire = String(decoding: resolve(key).key, as: UTF8.self)
-        let overflow: Bool = tracked.withLock { tracked in
+        let limit = configuration.trackedKeyLimit
+        // Past the limit every other key is let go, and with it its local copy; this key (about
+        // to be read or written) stays followed, in the storage's table as in this one.
+        let evicted: [String] = tracked.withLock { tracked in
             tracked[wire] = key
-            guard tracked.count > configuration.trackedKeyLimit else { return false }
-            tracked.removeAll(keepingCapacity: true)
-            return true
+            guard tracked.count > limit else { return [] }
+            var others = Array(tracked.values)
+            others.removeAll { $0 == key }
+            tracked = [wire: key]
+            return others
         }
-        if overflow { broadcast(.all) }
+        if !evicted.isEmpty {
+            counters.resets.add(1, ordering: .relaxed)
+            broadcast(.keys(evicted))
+        }
     }
 
     /// An `invalidate` push: the keys it names that have local copies (`nil`: all of them).

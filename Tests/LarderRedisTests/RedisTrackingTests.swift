@@ -128,3 +128,33 @@ struct RedisTrackingTests {
     }
 }
 #endif
+
+#if Redis
+extension RedisTrackingTests {
+    /// Past `trackedKeyLimit`, the other keys' copies are dropped and the key being read stays
+    /// followed (a later write still drops its copy).
+    @Test func pastTheFollowedKeyLimitOtherCopiesAreDroppedAndTheNewKeyStaysGuarded() async throws {
+        try await withChildProcesses { scope in
+            let server = try await RedisServer.start(in: scope)
+            // Written before the tracking store subscribes: no late push can drop a fresh copy.
+            let writer = try RedisStore(configuration: .init(port: server.port, namespace: "lim:", deadline: .seconds(60), isTrackingEnabled: false))
+            for index in 0..<4 {
+                try await writer.setValue(Data("v\(index)".utf8), forKey: "k\(index)", expiry: .seconds(3_600), metadata: nil, isCompressible: false)
+            }
+            let store = try await RedisStore.connect(configuration: .init(
+                port: server.port, namespace: "lim:", deadline: .seconds(60), localCopyMaxAge: .seconds(3_600), trackedKeyLimit: 3))
+            let storage = try Storage<String, String>(configuration: .init(), additionalTiers: [store], transformer: .string)
+            #expect(await eventually { store.isTrackingLive })
+            for index in 0..<3 { #expect(try await storage.value(forKey: "k\(index)") == "v\(index)") }
+            #expect(storage.memory.totalCount == 3)
+            #expect(try await storage.value(forKey: "k3") == "v3")
+            #expect(storage.memory.totalCount == 1 && storage.memory.value(forKey: "k3") == "v3")
+            #expect(store.statistics.trackedKeys == 1)
+            try await writer.setValue(Data("new".utf8), forKey: "k3", expiry: .seconds(3_600), metadata: nil, isCompressible: false)
+            #expect(await eventually { storage.memory.value(forKey: "k3") == nil })
+            await store.close()
+            await writer.close()
+        }
+    }
+}
+#endif
