@@ -5,6 +5,10 @@
 //     comma-separated KEYS through a Storage with a RedisStore tier; the loader appends the key
 //     as a line to COUNT_FILE (O_APPEND) and takes 200 ms. Prints "values <n> <distinct>".
 //
+//   LarderRedisHelper bench PORT IN_FLIGHT SECONDS
+//     Reads one 100-byte value through RedisStore.entry(forKey:) from IN_FLIGHT tasks at once
+//     for SECONDS; prints "gets/s <n>" (Benchmarks/Redis/run.sh compares it with redis-benchmark).
+//
 //   LarderRedisHelper follow PORT COUNT
 //     Reads keys k0…k(COUNT-1) (written before it started) into its memory tier, prints
 //     "ready", then prints "dropped <key> <unix µs>" as each local copy is dropped by a pushed
@@ -30,7 +34,7 @@ func read(_ storage: Storage<String, String>, _ key: String) async throws -> Str
 }
 let arguments = CommandLine.arguments
 func usage() -> Never {
-    FileHandle.standardError.write(Data("usage: LarderRedisHelper stampede PORT KEYS COUNT_FILE TASKS START_UNIX_MS | follow PORT COUNT\n".utf8))
+    FileHandle.standardError.write(Data("usage: LarderRedisHelper stampede PORT KEYS COUNT_FILE TASKS START_UNIX_MS | bench PORT IN_FLIGHT SECONDS | follow PORT COUNT\n".utf8))
     exit(2)
 }
 guard arguments.count >= 4, let port = Int(arguments[2]) else { usage() }
@@ -67,6 +71,30 @@ case "stampede":
         return values
     }
     say("values \(values.count) \(Set(values).sorted().joined(separator: ","))")
+    await store.close()
+
+case "bench":
+    guard arguments.count == 5, let inFlight = Int(arguments[3]), let seconds = Double(arguments[4]) else { usage() }
+    let store = try await RedisStore.connect(configuration: .init(
+        port: port, namespace: "bench:", deadline: .seconds(10), isTrackingEnabled: false))
+    try await store.setValue(Data(repeating: 0x61, count: 100), forKey: "bench", expiry: .never, metadata: nil, isCompressible: false)
+    let end = ContinuousClock.now + .seconds(seconds)
+    let total = try await withThrowingTaskGroup(of: Int.self) { group in
+        for _ in 0..<inFlight {
+            group.addTask {
+                var count = 0
+                while ContinuousClock.now < end {
+                    guard try await store.entry(forKey: "bench")?.data.count == 100 else { throw CancellationError() }
+                    count += 1
+                }
+                return count
+            }
+        }
+        var total = 0
+        for try await count in group { total += count }
+        return total
+    }
+    say("gets/s \(Int(Double(total) / seconds))")
     await store.close()
 
 case "follow":
