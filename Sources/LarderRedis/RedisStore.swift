@@ -188,10 +188,11 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
     public init(configuration: Configuration = .init(), tierID: StorageTier = .remote) throws {
         guard configuration.connectionCount >= 1, configuration.breakerThreshold >= 1,
               configuration.maxItemSize > RemoteEnvelope.headerLength, configuration.deadline > .zero,
+              configuration.deadline <= .seconds(86_400), configuration.trackingHeartbeat <= .seconds(86_400),
               configuration.batchSize >= 1, configuration.trackedKeyLimit >= 1, configuration.trackingHeartbeat > .zero else {
             throw StorageError.invalidConfiguration(
                 field: "RedisStore.Configuration", value: "\(configuration.host):\(configuration.port)",
-                reason: "connectionCount, breakerThreshold, batchSize, trackedKeyLimit ≥ 1, deadline and trackingHeartbeat > 0, and maxItemSize above the envelope header")
+                reason: "connectionCount, breakerThreshold, batchSize, trackedKeyLimit ≥ 1, deadline and trackingHeartbeat in (0, 1 day], and maxItemSize above the envelope header")
         }
         guard (1...65_535).contains(configuration.port), !configuration.host.isEmpty,
               !configuration.host.utf8.contains(where: { $0 <= 0x20 }) else {

@@ -133,6 +133,25 @@ struct RESPCodecTests {
         #expect(throws: Never.self) { try Handshake.check(.map([])) }
     }
 
+    @Test func aBadLimitOrAddressIsRefusedWithItsReason() {
+        let bad: [RedisStore.Configuration] = [
+            .init(deadline: .zero, isTrackingEnabled: false),
+            .init(deadline: .seconds(86_401), isTrackingEnabled: false),
+            .init(connectionCount: 0, isTrackingEnabled: false),
+            .init(maxItemSize: 10, isTrackingEnabled: false),
+            .init(trackedKeyLimit: 0),
+            .init(host: "bad host", isTrackingEnabled: false),
+            .init(port: 70_000, isTrackingEnabled: false),
+        ]
+        for configuration in bad {
+            #expect {
+                _ = try RedisStore(configuration: configuration)
+            } throws: { error in
+                (error as? StorageError)?.code == .invalidConfiguration
+            }
+        }
+    }
+
     @Test func aBadNamespaceIsRefusedWithItsReason() {
         for namespace in ["has space", "br{ace", "star*", String(repeating: "n", count: 151)] {
             #expect {

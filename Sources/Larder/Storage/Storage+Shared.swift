@@ -30,10 +30,12 @@ extension Storage where Value: Sendable {
     /// them may leave a local copy (see ``InvalidatingCacheTier``); the first call installs the
     /// storage's listeners.
     func guardLocalCopies(of key: Key) {
-        guard let localCopyGuard, localCopyGuard.register(key) else { return }
-        for tier in localCopyGuard.tiers {
-            tier.addInvalidationListener { [weak self] invalidation in
-                self?.dropLocalCopies(invalidation)
+        guard let localCopyGuard else { return }
+        localCopyGuard.register(key) {
+            for tier in localCopyGuard.tiers {
+                tier.addInvalidationListener { [weak self] invalidation in
+                    self?.dropLocalCopies(invalidation)
+                }
             }
         }
     }

@@ -18,17 +18,19 @@ final class LocalCopyGuard<Key: CacheKey>: Sendable {
         self.tiers = tiers
     }
 
-    /// Registers `key` with the storage and with every guarded tier; returns `true` the first
-    /// time any key is registered (the caller then installs the listeners).
-    func register(_ key: Key) -> Bool {
+    /// Registers `key` with the storage and then with every guarded tier. The first call runs
+    /// `install` (which adds the storage's listeners to the tiers) before any key reaches a
+    /// tier, and every other call waits for it: no invalidation of a registered key is missed.
+    func register(_ key: Key, installingListeners install: () -> Void) {
         let cacheKey = key.cacheKey
-        let first = state.withLock { state in
+        state.withLock { state in
+            if !state.isListening {
+                state.isListening = true
+                install()
+            }
             state.keys[cacheKey] = key
-            defer { state.isListening = true }
-            return !state.isListening
         }
         for tier in tiers { tier.trackLocalCopy(forKey: cacheKey) }
-        return first
     }
 
     /// Takes the registered keys named by `invalidation` out of the table.
