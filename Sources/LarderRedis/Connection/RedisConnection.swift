@@ -94,16 +94,24 @@ final class RedisConnection: Sendable {
         var bytes = channel.allocator.buffer(capacity: 64 * commands.count)
         for command in commands { RESPEncoder.encode(command, into: &bytes) }
         let promises = commands.map { _ in eventLoop.makePromise(of: RESPValue.self) }
-        let all = EventLoopFuture.whenAllSucceed(promises.map(\.futureResult), on: eventLoop)
+        let all = promises.count == 1
+            ? promises[0].futureResult.map { [$0] }
+            : EventLoopFuture.whenAllSucceed(promises.map(\.futureResult), on: eventLoop)
         let channel = self.channel
-        let timer = eventLoop.scheduleTask(deadline: deadline) {
-            // Late: the stream can no longer be trusted.
-            channel.close(promise: nil)
+        let request = RESPRequest(bytes: bytes, replies: promises)
+        // One hop to the event loop for the timer and the write together (each alone, from
+        // another thread, would wake the loop).
+        @Sendable func start() {
+            let timer = eventLoop.scheduleTask(deadline: deadline) {
+                // Late: the stream can no longer be trusted.
+                channel.close(promise: nil)
+            }
+            all.whenComplete { _ in timer.cancel() }
+            channel.writeAndFlush(request).whenFailure { error in
+                for promise in promises { promise.fail(RedisError(.connection, "\(error)")) }
+            }
         }
-        all.whenComplete { _ in timer.cancel() }
-        channel.writeAndFlush(RESPRequest(bytes: bytes, replies: promises)).whenFailure { error in
-            for promise in promises { promise.fail(RedisError(.connection, "\(error)")) }
-        }
+        if eventLoop.inEventLoop { start() } else { eventLoop.execute(start) }
         return all.flatMapErrorThrowing { error in
             if NIODeadline.now() >= deadline { throw RedisError(.timeout, "no reply within the deadline") }
             throw error

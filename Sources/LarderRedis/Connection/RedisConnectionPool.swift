@@ -69,7 +69,14 @@ final class RedisConnectionPool: Sendable {
         let deadline = NIODeadline.now() + settings.deadline
         let index = nextSlot.wrappingAdd(1, ordering: .relaxed).oldValue % slots.count
         do {
-            let connection = try await connection(at: index, deadline: deadline).get()
+            // A live connection is taken straight from its slot: awaiting even a completed
+            // future from outside its event loop costs a hop there and back.
+            let ready: RedisConnection? = slots[index].withLock { state in
+                if case .ready(let connection) = state.slot, connection.isActive { return connection }
+                return nil
+            }
+            let connection: RedisConnection
+            if let ready { connection = ready } else { connection = try await self.connection(at: index, deadline: deadline).get() }
             let replies = try await connection.send(commands, deadline: deadline).get()
             recordSuccess()
             return replies
