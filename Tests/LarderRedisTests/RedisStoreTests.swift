@@ -133,6 +133,40 @@ struct RedisStoreTests {
         }
     }
 
+    // MARK: - Pipelining
+
+    /// 64 tasks share 2 pipelined connections, each writing and reading its own keys and
+    /// batches: every reply reaches the caller that asked, never another key's value.
+    @Test func concurrentCallersOnSharedConnectionsEachGetTheirOwnValues() async throws {
+        try await withChildProcesses { scope in
+            let server = try await RedisServer.start(in: scope)
+            let store = try Self.store(port: server.port)
+            let wrong = Tally()
+            let hits = Tally()
+            await withTaskGroup(of: Void.self) { group in
+                for task in 0..<64 {
+                    group.addTask {
+                        for round in 0..<30 {
+                            let key = "t\(task)-\(round % 5)"
+                            let value = Data("\(key)#\(round)".utf8)
+                            try? await store.setValue(value, forKey: key, expiry: .seconds(3_600), metadata: nil, isCompressible: false)
+                            if let read = try? await store.entry(forKey: key) {
+                                hits.add()
+                                if read.data != value { wrong.add() }
+                            }
+                            if let batch = try? await store.entries(forKeys: [key, "t\(task)-missing"]) {
+                                if batch.count != 1 || batch[key]?.data != value { wrong.add() }
+                            }
+                        }
+                    }
+                }
+            }
+            #expect(wrong.value == 0)
+            #expect(hits.value == 64 * 30)
+            await store.close()
+        }
+    }
+
     // MARK: - Failure is a miss
 
     @Test func aDeadServerIsAMissThroughStorageAndAnErrorUsedDirectly() async throws {

@@ -157,3 +157,12 @@ func eventually(within limit: Duration = .seconds(60), _ condition: () async thr
     return try await condition()
 }
 #endif
+
+#if Redis
+/// A counter tasks share.
+final class Tally: Sendable {
+    private let atomic = Atomic<Int>(0)
+    var value: Int { atomic.load(ordering: .relaxed) }
+    func add(_ amount: Int = 1) { atomic.add(amount, ordering: .relaxed) }
+}
+#endif
