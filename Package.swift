@@ -224,6 +224,8 @@ let package = Package(
             name: "LarderRedisTests",
             dependencies: [
                 "LarderRedis", "Larder", "LarderRemoteCore", "LarderTestSupport", "LarderRedisHelper",
+                // One test runs Larder as Hummingbird's persist driver over Redis (both traits on).
+                .target(name: "LarderHummingbird", condition: .when(traits: ["Hummingbird"])),
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Redis"])),
                 .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Redis"])),
             ],
