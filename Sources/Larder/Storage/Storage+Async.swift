@@ -228,6 +228,8 @@ extension Storage where Value: Sendable {
     /// failure of a shared tier is a miss: counted, never thrown).
     nonisolated(nonsending) func walkTiers(forKey key: Key, tiers: StorageTiers, failedSharedTiers: Locked<Set<StorageTier>>?) async throws -> Entry? {
         try checkNamesATier(tiers)
+        // Before the token: an invalidation from here on skips the promotion of what is read.
+        if localCopyGuard != nil { guardLocalCopies(of: key) }
         let token = turns.token(for: key)
         let sharedToken = sharedTurns.token(for: key)
         for (position, tier) in self.tiers.enumerated() where tiers.contains(tier.tierID) {

@@ -60,6 +60,7 @@ extension Storage where Value: Sendable {
         let promotes = tiers.includesMemory || localTiers.contains { tiers.contains($0.tierID) }
         // Taken before any read, so that a write meanwhile keeps an older value out of memory
         // and its bytes from being removed as undecodable.
+        if localCopyGuard != nil { for key in missingKeys { guardLocalCopies(of: key) } }
         let tokens = missingKeys.map { turns.token(for: $0) }
         let sharedTokens = promotes ? missingKeys.map { sharedTurns.token(for: $0) } : nil
         var pending = Array(missingKeys.indices)

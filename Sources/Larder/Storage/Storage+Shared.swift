@@ -24,9 +24,47 @@ extension Storage where Value: Sendable {
         return .date(min(requested ?? bound, bound))
     }
 
+    // MARK: - Pushed invalidations
+
+    /// Registers `key` with the tiers that push invalidations, before a read or write through
+    /// them may leave a local copy (see ``InvalidatingCacheTier``); the first call installs the
+    /// storage's listeners.
+    func guardLocalCopies(of key: Key) {
+        guard let localCopyGuard else { return }
+        localCopyGuard.register(key) {
+            for tier in localCopyGuard.tiers {
+                tier.addInvalidationListener { [weak self] invalidation in
+                    self?.dropLocalCopies(invalidation)
+                }
+            }
+        }
+    }
+
+    /// Drops the local copies an invalidation names: at once from memory (a promotion not yet
+    /// past its check is skipped); then, for a key whose turn was held (a promotion past its
+    /// check may still write) and for the local byte tiers, under the key's turn.
+    func dropLocalCopies(_ invalidation: TierInvalidation) {
+        guard let keys = localCopyGuard?.take(invalidation), !keys.isEmpty else { return }
+        let hasLocalByteTiers = !localTiers.isEmpty
+        var later: [Key] = []
+        for key in keys {
+            let wasHeld = turns.bump(key)
+            if memory.removeValue(forKey: key) { emit(.removed, key.cacheKey, .memory) }
+            if wasHeld || hasLocalByteTiers { later.append(key) }
+        }
+        guard !later.isEmpty else { return }
+        let local = localTierIDs(in: .all)
+        Task {
+            for key in later {
+                _ = try? await self.turns.withTurn(key) { try await self.removeLocally(forKey: key, tiers: local) }
+            }
+        }
+    }
+
     /// The shared part of a write: each shared tier named gets the value, each not named loses
     /// it. A failure is counted and the tier's old value is removed if possible; nothing throws.
     nonisolated(nonsending) func writeShared(_ write: PreparedWrite, forKey key: Key, expiry: Expiry?, tiers: StorageTiers) async {
+        guardLocalCopies(of: key)
         for tier in self.tiers where tier is any SharedCacheTier {
             do {
                 if tiers.contains(tier.tierID), let encoded = write.encoded {
@@ -110,6 +148,7 @@ extension Storage where Value: Sendable {
         forKey key: Key, tiers: StorageTiers, leasing: any LeasingCacheTier, expiry: Expiry?,
         loader: @escaping @Sendable (Key) async throws -> Value
     ) async throws -> Value {
+        guardLocalCopies(of: key)
         let local = localTierIDs(in: tiers)
         if self.tiers.contains(where: { !($0 is any SharedCacheTier) && local.contains($0.tierID) }),
            let found = try await walkTiers(forKey: key, tiers: local) {

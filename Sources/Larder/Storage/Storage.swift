@@ -73,6 +73,8 @@ public final class Storage<Key: CacheKey, Value> {
     /// Each of ``tiers`` as a shared tier, or `nil`, in the same order (cast once, not per call).
     let sharedTierAt: [(any SharedCacheTier)?]
     let turns = KeyTurns<Key>()
+    /// The keys whose local copies an ``InvalidatingCacheTier`` guards (`nil` without one).
+    let localCopyGuard: LocalCopyGuard<Key>?
     /// Per-key turns of the network step of async writes and removals with a shared tier: only
     /// async callers ever wait on them, so no thread blocks on a remote round trip.
     let sharedTurns = KeyTurns<Key>()
@@ -142,6 +144,8 @@ public final class Storage<Key: CacheKey, Value> {
         self.soleDiskStore = localTiers.count == 1 ? localTiers[0] as? DiskStore : nil
         self.soleLocalTierCounters = localTiers.count == 1 ? localTierCounters[0] : TierCounters()
         self.sharedTierAt = tiers.map { $0 as? any SharedCacheTier }
+        let invalidating = tiers.compactMap { $0 as? any InvalidatingCacheTier }
+        self.localCopyGuard = invalidating.isEmpty ? nil : LocalCopyGuard(tiers: invalidating)
     }
 
     /// Creates a storage with a configuration edited by `configure`.
