@@ -77,6 +77,8 @@ final class AccessLog: Sendable {
     /// The shared log, with the ticket counter's value at the last gathering.
     private let shared: Locked<Shared>
     private let lanes: [Locked<Lane>]
+    /// Each lane's misses and unlogged hits, counted without a lock.
+    private let laneCounts: [LaneCounts]
     /// The next read's ticket.
     private let tickets = Atomic<UInt64>(0)
     /// The lanes a read has used, one bit each: a process with one reading thread has one lane
@@ -90,6 +92,15 @@ final class AccessLog: Sendable {
         self.ranksInBackground = ranksInBackground
         shared = Locked(Shared(), spinsBeforeSleeping: true)
         lanes = (0..<laneCount).map { _ in Locked(Lane(), ownsCacheLines: true) }
+        laneCounts = (0..<laneCount).map { _ in LaneCounts() }
+    }
+
+    /// A lane's counts that need no order: misses, and hits that log nothing.
+    private final class LaneCounts: Sendable {
+        let hits = Atomic<Int>(0)
+        let misses = Atomic<Int>(0)
+        /// Keeps two lanes' counters off one cache line (each instance is its own allocation).
+        private let padding: (Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int) = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
     }
 
     private struct Shared {
@@ -102,9 +113,8 @@ final class AccessLog: Sendable {
     private struct Lane {
         var reads: [DiskIndex.Access] = []
         var tickets: [UInt64] = []
-        /// Counted here, never moved (see ``counts``).
+        /// Logged hits counted here, never moved (see ``counts``).
         var hits = 0
-        var misses = 0
         var isUsed = false
 
         /// Reads a lane holds before its thread gathers every lane into the log.
@@ -114,14 +124,20 @@ final class AccessLog: Sendable {
     // MARK: - Recording
 
     /// Counts what a read found and logs a hit; returns what the caller does about the log.
-    /// A plain hit or miss takes only the calling thread's lane.
+    /// A plain hit takes only the calling thread's lane; a miss takes no lock.
     func record(_ record: Record) -> Step {
         switch record {
         case .none, .answer:
             return .none
         case .slidingHit:
             return withGathered { $0.log.record(record, inBackground: ranksInBackground) }
-        case .miss, .unloggedHit, .hit:
+        case .miss:
+            laneCounts[currentLaneNumber()].misses.wrappingAdd(1, ordering: .relaxed)
+            return .none
+        case .unloggedHit:
+            laneCounts[currentLaneNumber()].hits.wrappingAdd(1, ordering: .relaxed)
+            return .none
+        case .hit:
             break
         }
         let number = currentLaneNumber()
@@ -131,9 +147,6 @@ final class AccessLog: Sendable {
                 usedLanes.bitwiseOr(1 << number, ordering: .sequentiallyConsistent)
             }
             switch record {
-            case .miss:
-                lane.misses += 1
-                return false
             case .hit(let access):
                 lane.hits += 1
                 if lane.reads.isEmpty {
@@ -149,7 +162,6 @@ final class AccessLog: Sendable {
                 let oldest = min(lane.reads[0].time, oldestUnranked.load(ordering: .relaxed))
                 return lane.reads.count >= Lane.limit || access.time - oldest >= Self.flushDelay
             default:
-                lane.hits += 1
                 return false
             }
         }
@@ -185,9 +197,10 @@ final class AccessLog: Sendable {
     /// The hits and misses counted since the log was made.
     var counts: (hits: Int, misses: Int) {
         var (hits, misses) = shared.withLock { ($0.log.hits, $0.log.misses) }
-        forEachUsedLane { lane in
-            hits += lane.hits
-            misses += lane.misses
+        forEachUsedLane { lane in hits += lane.hits }
+        for counts in laneCounts {
+            hits += counts.hits.load(ordering: .relaxed)
+            misses += counts.misses.load(ordering: .relaxed)
         }
         return (hits, misses)
     }

@@ -32,11 +32,11 @@ extension DiskStore {
         if !state.needsReopen, let identity = state.indexIdentity, FileIdentity(path: indexPath) == identity { return }
         if let index = state.index {
             configuration.logHandler?("the cache directory \(directory.path) was deleted or replaced; creating it again")
-            readers.retire()
-            accessLog.discardAll()
-            index.connection.close()
-            state.index = nil
-            state.needsReopen = true
+            replacingIndex {
+                index.connection.close()
+                state.index = nil
+                state.needsReopen = true
+            }
         }
         try Self.makeDirectories(directory)
         let directoriesAreNew = try files.createDirectories()

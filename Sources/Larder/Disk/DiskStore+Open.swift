@@ -123,13 +123,12 @@ extension DiskStore {
         configuration.logHandler?("index \(path) is corrupt (\(error)); emptying it and starting over")
         // Readers that open a connection during the reset can find the index emptied and not
         // yet rebuilt: they read again once it is done.
-        try readers.retire { try replaceCorruptIndex(&state, index: index) }
+        try replacingIndex { try replaceCorruptIndex(&state, index: index) }
     }
 
     private func replaceCorruptIndex(_ state: inout State, index: DiskIndex) throws {
         let configuration = configuration
         let path = index.connection.path
-        accessLog.discardAll()
         index.connection.close()
         state.index = nil
         state.statistics.indexResets += 1

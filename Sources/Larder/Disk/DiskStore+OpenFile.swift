@@ -41,9 +41,7 @@ extension DiskStore {
             }
             let now = configuration.now().milliseconds
             if let expires = location.expires, expires <= now {
-                if location.sliding != nil, writePendingRenewals() {
-                    continue
-                }
+                // A renewal this process logged may keep it alive: then it is read again.
                 guard try removeExpiredEntry(key: key, location: location) else { continue }
                 record(.miss)
                 return nil

@@ -104,10 +104,8 @@ extension DiskStore {
             case .missing:
                 return nil
             case .expired(let location):
-                // A renewal this process logged may keep it alive: write those, then look again.
-                if location.sliding != nil, writePendingRenewals() {
-                    continue
-                }
+                // A renewal this process logged may keep it alive: then it is not removed, and
+                // read again.
                 guard try removeExpiredEntry(key: key, location: location) else { continue }
                 return nil
             case .found(let found):
@@ -251,13 +249,13 @@ extension DiskStore {
     /// an access.
     public func containsValue(forKey key: String) throws -> Bool {
         let now = configuration.now().milliseconds
-        for attempt in 0..<2 {
-            guard let expires = try withReader({ try $0.expiry(forKey: key) }) else { return false }
-            if expires.map({ $0 > now }) ?? true { return true }
-            // Expired in the index, unless a renewal this process logged says otherwise.
-            guard attempt == 0, writePendingRenewals() else { return false }
+        guard let expires = try withReader({ try $0.expiry(forKey: key) }) else { return false }
+        if expires.map({ $0 > now }) ?? true { return true }
+        // Expired in the index, unless a renewal this process logged says otherwise.
+        guard case let expiresAgain?? = try withReaderIfRenewalsWaited({ try $0.expiry(forKey: key) }) else {
+            return false
         }
-        return false
+        return expiresAgain.map { $0 > now } ?? true
     }
 
     /// The index's record of `key` — sizes, encoding, dates, metadata — without reading the
@@ -268,8 +266,7 @@ extension DiskStore {
     /// entry within 2 s of its recorded use is not recorded; see ``trim(toDate:by:)``).
     public func attributes(forKey key: String) throws -> Attributes? {
         let now = configuration.now().milliseconds
-        writePendingRenewals()
-        guard let (attributes, expires) = try withReader({ try $0.attributes(forKey: key) }) else { return nil }
+        guard let (attributes, expires) = try withRenewedReader({ try $0.attributes(forKey: key) }) else { return nil }
         if let expires, expires <= now { return nil }
         return attributes
     }
@@ -279,16 +276,14 @@ extension DiskStore {
     /// - Complexity: O(*n*) in the number of entries.
     public func keys() throws -> [String] {
         let now = configuration.now().milliseconds
-        writePendingRenewals()
-        return try withReader { try $0.keys(now: now) }
+        return try withRenewedReader { try $0.keys(now: now) }
     }
 
     /// Every live key that starts with `prefix`, in ascending order (a range scan of the key
     /// index, not a full scan).
     public func keys(withPrefix prefix: String) throws -> [String] {
         let now = configuration.now().milliseconds
-        writePendingRenewals()
-        return try withReader { try $0.keys(withPrefix: prefix, now: now) }
+        return try withRenewedReader { try $0.keys(withPrefix: prefix, now: now) }
     }
 
     /// Stored bytes of all entries (after compression), as recorded in the index.

@@ -130,9 +130,7 @@ extension DiskStore {
     /// Removes every entry.
     public func removeAll() throws {
         let removed: [String] = try withLiveIndex { state, index in
-            // The logged reads are of rows that go: forgotten, not written.
-            accessLog.discardAll()
-            return try withWriteTransaction(index, ranking: .asNeeded) { _ in try index.deleteAll().files }
+            try withWriteTransaction(index, ranking: .forgotten) { _ in try index.deleteAll().files }
         }
         for name in removed { files.remove(name: name) }
     }

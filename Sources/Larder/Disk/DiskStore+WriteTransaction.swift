@@ -14,6 +14,8 @@ extension DiskStore {
         case renewalsFirst
         /// Nothing up front; a write or an eviction asks the transaction (``WriteTransaction``).
         case asNeeded
+        /// None: they are forgotten (the transaction empties the index).
+        case forgotten
     }
 
     /// Runs `body` in a write transaction of `index` (`BEGIN IMMEDIATE … COMMIT`), with the
@@ -30,6 +32,7 @@ extension DiskStore {
                 case .first: try transaction.rankLoggedReads()
                 case .renewalsFirst: if accessLog.hasPendingRenewals { try transaction.rankLoggedReads() }
                 case .asNeeded: break
+                case .forgotten: accessLog.discardAll()
                 }
                 return try body(transaction)
             }
@@ -57,6 +60,30 @@ extension DiskStore {
         guard accessLog.hasPendingRenewals else { return false }
         rankLoggedReads()
         return true
+    }
+
+    /// ``withReader(_:)`` for an answer that decides which entries are live: renewed lifetimes
+    /// this process logged are written first.
+    func withRenewedReader<T>(_ body: (DiskIndexReader) throws -> T) throws -> T {
+        writePendingRenewals()
+        return try withReader(body)
+    }
+
+    /// ``withReader(_:)`` again, after writing renewed lifetimes, when any waited; `nil` when
+    /// none did (an answer already read stands).
+    func withReaderIfRenewalsWaited<T>(_ body: (DiskIndexReader) throws -> T) throws -> T? {
+        guard writePendingRenewals() else { return nil }
+        return try withReader(body)
+    }
+
+    /// Runs `body` (which replaces the index: a reset, a vanished directory) with the readers
+    /// retired and the logged reads forgotten: their row ids mean nothing in another index.
+    /// Call with the writer's lock held.
+    func replacingIndex<T>(_ body: () throws -> T) rethrows -> T {
+        try readers.retire {
+            accessLog.discardAll()
+            return try body()
+        }
     }
 
     /// Records what a read found, and does what a due log asks.
