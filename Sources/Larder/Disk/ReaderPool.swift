@@ -361,11 +361,11 @@ final class ReaderPool: Sendable {
         return try body()
     }
 
-    /// Runs `PRAGMA wal_checkpoint(TRUNCATE)` on the writer's `connection` while no reader of
-    /// this pool keeps a snapshot (a checkpoint that starts the log over waits for readers).
-    /// Best effort: a failure leaves the log as it is.
+    /// Runs a `TRUNCATE` checkpoint on the writer's `connection` while no reader of this pool
+    /// keeps a snapshot (a checkpoint that starts the log over waits for readers). Best effort:
+    /// a failure leaves the log as it is.
     func truncateLog(of connection: SQLiteConnection) {
-        withLingeringPaused { _ = try? connection.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
+        _ = withLingeringPaused { connection.checkpointTruncating() }
     }
 
     /// How long after a reader came back lingering the sweep runs (seconds; tests lengthen it).
