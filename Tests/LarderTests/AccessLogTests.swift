@@ -91,8 +91,8 @@ struct AccessLogTests {
         let log = AccessLog(ranksInBackground: false)
         _ = log.record(.hit(Access(rowID: 1, time: 0)))
         _ = log.record(.hit(Access(rowID: 2, time: 0)))
-        let reserved = try #require(log.reserveSequences(after: 10))
-        #expect(reserved.count == 2 && reserved.mark == 0)
+        #expect(log.numberPendingReads(after: 10) == 2)
+        log.endWrite(committed: true)
         // A read after the reservation has no number
         _ = log.record(.hit(Access(rowID: 3, time: 0)))
         let due = drained(log)
@@ -100,31 +100,34 @@ struct AccessLogTests {
         #expect(due.sequences == [11, 12])
     }
 
-    @Test func aCancelledReservationLeavesTheReadsUnnumbered() throws {
+    @Test func aWriteThatDoesNotCommitTakesItsNumbersBack() throws {
+        // Given a committed write that numbered read 1
         let log = AccessLog(ranksInBackground: false)
         _ = log.record(.hit(Access(rowID: 1, time: 0)))
-        let first = try #require(log.reserveSequences(after: 0))
+        #expect(log.numberPendingReads(after: 0) == 1)
+        log.endWrite(committed: true)
+        // When a second write numbers read 2 (twice, as a transaction may) and rolls back
         _ = log.record(.hit(Access(rowID: 2, time: 0)))
-        let second = try #require(log.reserveSequences(after: 5))
-        #expect(second.mark == 1 && second.count == 1)
-        // When the second write does not commit
-        log.cancelReservation(second.mark)
+        #expect(log.numberPendingReads(after: 5) == 1)
+        _ = log.record(.hit(Access(rowID: 3, time: 0)))
+        #expect(log.numberPendingReads(after: 7) == 1)
+        log.endWrite(committed: false)
         // Then only the first write's number stays
-        #expect(first.count == 1)
         #expect(drained(log).sequences == [1])
     }
 
     @Test func noReservationWhileRenewalsWait() {
         let log = AccessLog(ranksInBackground: false)
         _ = log.record(.slidingHit(Access(rowID: 1, time: 0), expires: 100))
-        #expect(log.reserveSequences(after: 0) == nil)
+        #expect(log.numberPendingReads(after: 0) == nil)
         #expect(drained(log).sequences.isEmpty)
     }
 
     @Test func forgettingARowDropsItsReadsWithTheirNumbers() throws {
         let log = AccessLog(ranksInBackground: false)
         for rowID: Int64 in [1, 2, 1, 3] { _ = log.record(.hit(Access(rowID: rowID, time: 0))) }
-        _ = try #require(log.reserveSequences(after: 100))
+        _ = try #require(log.numberPendingReads(after: 100))
+        log.endWrite(committed: true)
         log.discard(row: 1)
         let due = drained(log)
         #expect(due.accesses.map(\.rowID) == [2, 3])

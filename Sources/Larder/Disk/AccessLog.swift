@@ -107,6 +107,9 @@ final class AccessLog: Sendable {
         var log = ReadLog()
         /// The ticket counter at the last gathering: the reads still in lanes have tickets from here on.
         var gatheredTickets: UInt64 = 0
+        /// The count of reserved numbers before the open write transaction's first reservation
+        /// (see ``numberPendingReads(after:)``).
+        var openReservation: Int?
     }
 
     /// One thread's reads since the last gathering, each with its ticket.
@@ -236,24 +239,29 @@ final class AccessLog: Sendable {
     }
 
     /// Reserves the numbers after `maximum` for the pending reads that have none yet, so that a
-    /// write numbered after them ranks after them without ranking them now. `nil` (nothing
-    /// reserved) when renewals wait: those must be drained first. Returns the count reserved
-    /// and the mark to pass to ``cancelReservation(_:)`` if the write does not commit.
-    func reserveSequences(after maximum: Int64) -> (count: Int64, mark: Int)? {
+    /// write numbered after them ranks after them without draining them now; returns how many.
+    /// `nil` (nothing reserved) when renewals wait: those must be drained first. Call inside a
+    /// write transaction, then ``endWrite(committed:)``, which takes the numbers back if the
+    /// transaction did not commit.
+    func numberPendingReads(after maximum: Int64) -> Int64? {
         withGathered { shared in
             guard shared.log.extensions.isEmpty else { return nil }
             let before = shared.log.reservedSequences.count
+            if shared.openReservation == nil { shared.openReservation = before }
             let count = shared.log.pending.count - before
             shared.log.reservedSequences.append(contentsOf: (0..<Int64(count)).lazy.map { maximum + 1 + $0 })
-            return (Int64(count), before)
+            return Int64(count)
         }
     }
 
-    /// Takes back the numbers reserved since `mark` (by a write that did not commit). Only the
-    /// write's own reservations follow it: the writer's lock is held from the reservation to here.
-    func cancelReservation(_ mark: Int) {
+    /// Ends the write transaction that called ``numberPendingReads(after:)``: keeps the numbers
+    /// if it `committed`, else takes back those reserved since. Only that write's reservations
+    /// follow the mark: the writer's lock is held from the first reservation to here.
+    func endWrite(committed: Bool) {
         shared.withLock { shared in
-            if shared.log.reservedSequences.count > mark {
+            guard let mark = shared.openReservation else { return }
+            shared.openReservation = nil
+            if !committed, shared.log.reservedSequences.count > mark {
                 shared.log.reservedSequences.removeLast(shared.log.reservedSequences.count - mark)
             }
         }

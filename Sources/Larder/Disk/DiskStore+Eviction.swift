@@ -57,7 +57,7 @@ extension DiskStore {
         guard totals.count > countLimit || totals.size > sizeLimit || totals.charge > chargeLimit else { return [] }
         // Every read logged so far counts first: under LRU the victims are the least recently
         // used, under S3-FIFO the counters decide (a write leaves the reads before it pending;
-        // under LRU with numbers reserved below its own).
+        // under LRU with the numbers below its own).
         try transaction.rankLoggedReads()
         let ratio = configuration.overflowTrimRatio
         let targetCount = totals.count > countLimit ? trimTarget(limit: countLimit, ratio: ratio) : countLimit

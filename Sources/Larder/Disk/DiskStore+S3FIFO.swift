@@ -22,7 +22,7 @@ extension DiskStore {
     }
 
     /// The write transaction of `row` under S3-FIFO, after the logged reads were recorded
-    /// (`sequence` is the number reserved for the write); returns the blob files to delete.
+    /// (`sequence` is the write's sequence number); returns the blob files to delete.
     func writeS3FIFO(
         _ row: DiskIndex.Row, sequence: Int64, state: inout State, transaction: WriteTransaction, now: Int64
     ) throws -> [String] {

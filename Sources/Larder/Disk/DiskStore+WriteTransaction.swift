@@ -21,13 +21,13 @@ extension DiskStore {
     /// Runs `body` in a write transaction of `index` (`BEGIN IMMEDIATE … COMMIT`), with the
     /// writer's lock held (call inside ``withLiveIndex(_:)``), after writing what `ranking`
     /// asks of the access log. If the transaction does not commit, the reads it took go back
-    /// into the log and the sequence numbers it reserved are taken back.
+    /// into the log, and the numbers it gave logged reads are taken back.
     func withWriteTransaction<T>(
         _ index: DiskIndex, ranking: LoggedReads = .first, _ body: (WriteTransaction) throws -> T
     ) throws -> T {
         let transaction = WriteTransaction(index: index, store: self)
         do {
-            return try index.connection.transaction {
+            let result = try index.connection.transaction {
                 switch ranking {
                 case .first: try transaction.rankLoggedReads()
                 case .renewalsFirst: if accessLog.hasPendingRenewals { try transaction.rankLoggedReads() }
@@ -36,8 +36,10 @@ extension DiskStore {
                 }
                 return try body(transaction)
             }
+            if transaction.numberedLoggedReads { accessLog.endWrite(committed: true) }
+            return result
         } catch {
-            transaction.cancelReservation()
+            if transaction.numberedLoggedReads { accessLog.endWrite(committed: false) }
             throw error
         }
     }
@@ -124,13 +126,13 @@ extension DiskStore {
 /// and what it may ask of the access log.
 ///
 /// Invariant: it lives inside one transaction with the writer's lock held, so only it drains
-/// the log or reserves sequence numbers meanwhile.
+/// the log or numbers logged reads meanwhile.
 final class WriteTransaction {
     let index: DiskIndex
     private let store: DiskStore
     private var log: AccessLog { store.accessLog }
-    /// The mark of the numbers this transaction reserved, taken back if it does not commit.
-    private var reservation: Int?
+    /// Whether this transaction gave logged reads sequence numbers (kept only if it commits).
+    fileprivate private(set) var numberedLoggedReads = false
 
     fileprivate init(index: DiskIndex, store: DiskStore) {
         self.index = index
@@ -143,16 +145,16 @@ final class WriteTransaction {
     }
 
     /// The sequence number of a least-recently-used write, after the reads logged before it
-    /// without writing them: the numbers just below the write's are reserved for them, and
-    /// they take them when drained. They are drained now instead when renewed lifetimes wait
+    /// without writing them: they are given the numbers just below the write's, and take them
+    /// when drained. They are drained now instead when renewed lifetimes wait
     /// (they decide what the write finds live), or another store has the directory open (it
     /// sees this store's reads from this write on).
     func sequenceAfterLoggedReads() throws -> Int64 {
         if mustDrainBeforeWrite() { return try drain(reserving: 1) }
         let maximum = try index.maxSequence()
-        guard let reserved = log.reserveSequences(after: maximum) else { return try drain(reserving: 1) }
-        reservation = reserved.mark
-        let sequence = maximum + reserved.count + 1
+        guard let numbered = log.numberPendingReads(after: maximum) else { return try drain(reserving: 1) }
+        numberedLoggedReads = true
+        let sequence = maximum + numbered + 1
         try index.setMaxSequence(sequence)
         return sequence
     }
@@ -169,11 +171,6 @@ final class WriteTransaction {
     /// a removed entry whose row id SQLite gave the new one.
     func forgetLoggedReads(ofNewRow rowID: Int64) {
         log.discard(row: rowID)
-    }
-
-    fileprivate func cancelReservation() {
-        if let reservation { log.cancelReservation(reservation) }
-        reservation = nil
     }
 
     private func mustDrainBeforeWrite() -> Bool {

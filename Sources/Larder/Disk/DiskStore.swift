@@ -17,8 +17,8 @@ import Musl
 /// A read writes nothing to the entry's row: it is appended to an in-memory log, in order, and
 /// the log is ranked into the narrow `access` table in batches, so least-recently-used order
 /// follows the order of reads even within one millisecond. A write ranks after the reads logged
-/// before it without ranking them itself: it reserves the sequence numbers below its own for
-/// them (an eviction, and every trim, ranks the log first). While another store, in this
+/// before it without ranking them itself: they are given the sequence numbers below its own
+/// (an eviction, and every trim, ranks the log first). While another store, in this
 /// process or another, has the directory open, a write ranks the log first instead, so that
 /// store sees the reads from then on. Reads run
 /// on a small pool of read-only connections (SQLite's WAL mode lets them proceed in parallel
