@@ -22,6 +22,7 @@ extension DiskStore {
     /// writer's lock held (call inside ``withLiveIndex(_:)``), after writing what `ranking`
     /// asks of the access log. If the transaction does not commit, the reads it took go back
     /// into the log, and the numbers it gave logged reads are taken back.
+    @inline(__always)  // Into each caller, so that what its body captures is not copied.
     func withWriteTransaction<T>(
         _ index: DiskIndex, ranking: LoggedReads = .first, _ body: (WriteTransaction) throws -> T
     ) throws -> T {
