@@ -21,7 +21,7 @@ struct HummingbirdOverRedisTests {
             let server = try await RedisServer.start(in: scope)
             func instance() async throws -> (LarderPersistDriver, RedisStore) {
                 let redis = try await RedisStore.connect(configuration: .init(
-                    port: server.port, namespace: "hb:", deadline: .seconds(60), localCopyMaxAge: .seconds(3_600)))
+                    port: server.port, namespace: "hb:", deadline: .seconds(300), localCopyMaxAge: .seconds(3_600)))
                 // The one line: the persist driver over a storage whose shared tier is Redis.
                 let driver = LarderPersistDriver(storage: try Storage(configuration: .init(), additionalTiers: [redis], transformer: .jsonValue))
                 return (driver, redis)

@@ -6,7 +6,7 @@ import NIOCore
 import Testing
 
 /// The RESP3 reader and writer, and the TTL mapping, without a server.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(10)))
 struct RESPCodecTests {
     let parser = RESPParser(maxBulkLength: 1 << 20)
 

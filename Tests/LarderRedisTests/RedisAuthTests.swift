@@ -14,13 +14,13 @@ struct RedisAuthTests {
         try await withChildProcesses { scope in
             let server = try await RedisServer.start(in: scope, arguments: Self.arguments, password: "default-secret")
             let store = try await RedisStore.connect(configuration: .init(
-                port: server.port, username: "alice", password: "wonderland", deadline: .seconds(60)))
+                port: server.port, username: "alice", password: "wonderland", deadline: .seconds(300)))
             try await store.setValue(Data("v".utf8), forKey: "k", expiry: .seconds(3_600), metadata: nil, isCompressible: false)
             #expect(try await store.entry(forKey: "k")?.data == Data("v".utf8))
             #expect(await eventually { store.isTrackingLive })
             // The default user's password (no username) works too.
             let other = try await RedisStore.connect(configuration: .init(
-                port: server.port, password: "default-secret", deadline: .seconds(60), isTrackingEnabled: false))
+                port: server.port, password: "default-secret", deadline: .seconds(300), isTrackingEnabled: false))
             #expect(try await other.entry(forKey: "k")?.data == Data("v".utf8))
             await store.close()
             await other.close()
@@ -33,7 +33,7 @@ struct RedisAuthTests {
             let server = try await RedisServer.start(in: scope, arguments: Self.arguments, password: "default-secret")
             await #expect {
                 _ = try await RedisStore.connect(configuration: .init(
-                    port: server.port, username: username, password: password, deadline: .seconds(60)))
+                    port: server.port, username: username, password: password, deadline: .seconds(300)))
             } throws: { error in
                 guard let error = error as? RedisError else { return false }
                 return error.code == .authentication && error.message.contains("WRONGPASS")
@@ -45,7 +45,7 @@ struct RedisAuthTests {
         try await withChildProcesses { scope in
             let server = try await RedisServer.start(in: scope, arguments: Self.arguments, password: "default-secret")
             await #expect {
-                _ = try await RedisStore.connect(configuration: .init(port: server.port, deadline: .seconds(60), isTrackingEnabled: false))
+                _ = try await RedisStore.connect(configuration: .init(port: server.port, deadline: .seconds(300), isTrackingEnabled: false))
             } throws: { error in
                 (error as? RedisError)?.code == .authentication
             }
@@ -56,7 +56,7 @@ struct RedisAuthTests {
         try await withChildProcesses { scope in
             let server = try await RedisServer.start(in: scope, arguments: Self.arguments, password: "default-secret")
             let store = try RedisStore(configuration: .init(
-                port: server.port, username: "alice", password: "wrong", deadline: .seconds(60), isTrackingEnabled: false))
+                port: server.port, username: "alice", password: "wrong", deadline: .seconds(300), isTrackingEnabled: false))
             let storage = try Storage<String, String>(configuration: .init(), additionalTiers: [store], transformer: .string)
             #expect(try await storage.value(forKey: "k") == nil)
             #expect(store.statistics.errors >= 1)

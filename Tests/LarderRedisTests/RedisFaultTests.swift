@@ -20,7 +20,7 @@ struct RedisFaultTests {
     @Test func aStalledServerIsAMissAfterTheDeadlineAndItsCopiesAreDropped() async throws {
         try await withChildProcesses { scope in
             let server = try await RedisServer.start(in: scope)
-            let writer = try RedisStore(configuration: .init(port: server.port, namespace: "f:", deadline: .seconds(60), isTrackingEnabled: false))
+            let writer = try RedisStore(configuration: .init(port: server.port, namespace: "f:", deadline: .seconds(300), isTrackingEnabled: false))
             for index in 0..<10 {
                 try await writer.setValue(Data("v\(index)".utf8), forKey: "k\(index)", expiry: .seconds(3_600), metadata: nil, isCompressible: false)
             }

@@ -10,7 +10,7 @@ import Testing
 struct RedisLeaseTests {
     static func storage(port: Int) throws -> (Storage<String, String>, RedisStore) {
         let store = try RedisStore(configuration: .init(
-            port: port, namespace: "l:", deadline: .seconds(60), isTrackingEnabled: false, leaseWaitLimit: .seconds(120)))
+            port: port, namespace: "l:", deadline: .seconds(300), isTrackingEnabled: false, leaseWaitLimit: .seconds(120)))
         return (try Storage<String, String>(configuration: .init(), additionalTiers: [store], transformer: .string), store)
     }
 

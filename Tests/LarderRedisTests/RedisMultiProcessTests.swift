@@ -56,7 +56,7 @@ struct RedisMultiProcessTests {
         try await withChildProcesses { scope in
             let server = try await RedisServer.start(in: scope)
             let count = 200
-            let store = try await RedisStore.connect(configuration: .init(port: server.port, namespace: "lat:", deadline: .seconds(60)))
+            let store = try await RedisStore.connect(configuration: .init(port: server.port, namespace: "lat:", deadline: .seconds(300)))
             let storage = try Storage<String, String>(configuration: .init(), additionalTiers: [store], transformer: .string)
             for index in 0..<count { try await storage.setValue("old-\(index)", forKey: "k\(index)", expiry: .seconds(3_600)) }
             let followers = try (0..<3).map { _ in

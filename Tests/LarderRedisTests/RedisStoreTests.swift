@@ -14,7 +14,7 @@ struct RedisStoreTests {
     static func store(port: Int, namespace: String = "t:", tracking: Bool = false, maxItemSize: Int = 1 << 20,
                       batchSize: Int = 256, breakerThreshold: Int = 8) throws -> RedisStore {
         try RedisStore(configuration: .init(
-            port: port, namespace: namespace, deadline: .seconds(60), breakerThreshold: breakerThreshold, maxItemSize: maxItemSize,
+            port: port, namespace: namespace, deadline: .seconds(300), breakerThreshold: breakerThreshold, maxItemSize: maxItemSize,
             isTrackingEnabled: tracking, batchSize: batchSize))
     }
 
@@ -172,7 +172,7 @@ struct RedisStoreTests {
     @Test func aDeadServerIsAMissThroughStorageAndAnErrorUsedDirectly() async throws {
         let port = try RedisServer.freePort()
         let store = try RedisStore(configuration: .init(
-            port: port, deadline: .seconds(60), breakerThreshold: 2, breakerCooldown: .seconds(3_600), isTrackingEnabled: false))
+            port: port, deadline: .seconds(300), breakerThreshold: 2, breakerCooldown: .seconds(3_600), isTrackingEnabled: false))
         let storage = try Storage<String, String>(configuration: .init(), additionalTiers: [store], transformer: .string)
         #expect(try await storage.value(forKey: "k") == nil)
         try await storage.setValue("local", forKey: "k", expiry: .seconds(3_600))
@@ -193,7 +193,7 @@ struct RedisStoreTests {
         try await withChildProcesses { scope in
             let server = try await RedisServer.start(in: scope)
             let store = try RedisStore(configuration: .init(
-                port: server.port, deadline: .seconds(60), reconnectBackoff: (.milliseconds(1), .milliseconds(5)),
+                port: server.port, deadline: .seconds(300), reconnectBackoff: (.milliseconds(1), .milliseconds(5)),
                 breakerThreshold: 1_000, isTrackingEnabled: false))
             try await store.setValue(Data("1".utf8), forKey: "k", expiry: .seconds(3_600), metadata: nil, isCompressible: false)
             await server.kill()

@@ -12,7 +12,7 @@ struct RedisTrackingTests {
     /// One "instance": a storage with its own store (own connections, own tracking connection).
     static func instance(port: Int, namespace: String = "tr:") async throws -> (Storage<String, String>, RedisStore) {
         let store = try await RedisStore.connect(configuration: .init(
-            port: port, namespace: namespace, deadline: .seconds(60), reconnectBackoff: (.milliseconds(5), .milliseconds(50)),
+            port: port, namespace: namespace, deadline: .seconds(300), reconnectBackoff: (.milliseconds(5), .milliseconds(50)),
             localCopyMaxAge: .seconds(3_600), trackingHeartbeat: .seconds(1)))
         let storage = try Storage<String, String>(configuration: .init(), additionalTiers: [store], transformer: .string)
         #expect(await eventually { store.isTrackingLive })
@@ -117,7 +117,7 @@ struct RedisTrackingTests {
     @Test func aStoreWithoutTrackingKeepsItsCopiesBoundedByAge() async throws {
         try await withChildProcesses { scope in
             let server = try await RedisServer.start(in: scope)
-            let store = try RedisStore(configuration: .init(port: server.port, deadline: .seconds(60), isTrackingEnabled: false,
+            let store = try RedisStore(configuration: .init(port: server.port, deadline: .seconds(300), isTrackingEnabled: false,
                                                             localCopyMaxAge: .seconds(3_600)))
             #expect(store.localCopyMaxAge == .seconds(3_600))
             #expect(!store.isTrackingLive)
@@ -137,12 +137,12 @@ extension RedisTrackingTests {
         try await withChildProcesses { scope in
             let server = try await RedisServer.start(in: scope)
             // Written before the tracking store subscribes: no late push can drop a fresh copy.
-            let writer = try RedisStore(configuration: .init(port: server.port, namespace: "lim:", deadline: .seconds(60), isTrackingEnabled: false))
+            let writer = try RedisStore(configuration: .init(port: server.port, namespace: "lim:", deadline: .seconds(300), isTrackingEnabled: false))
             for index in 0..<4 {
                 try await writer.setValue(Data("v\(index)".utf8), forKey: "k\(index)", expiry: .seconds(3_600), metadata: nil, isCompressible: false)
             }
             let store = try await RedisStore.connect(configuration: .init(
-                port: server.port, namespace: "lim:", deadline: .seconds(60), localCopyMaxAge: .seconds(3_600), trackedKeyLimit: 3))
+                port: server.port, namespace: "lim:", deadline: .seconds(300), localCopyMaxAge: .seconds(3_600), trackedKeyLimit: 3))
             let storage = try Storage<String, String>(configuration: .init(), additionalTiers: [store], transformer: .string)
             #expect(await eventually { store.isTrackingLive })
             for index in 0..<3 { #expect(try await storage.value(forKey: "k\(index)") == "v\(index)") }
