@@ -295,6 +295,29 @@ struct StorageServiceLoadTests {
         #expect(await pollUntil { loader.calls == 2 })
     }
 
+    // MARK: - The README's server recipe
+
+    @Test func theReadmeServerRecipeServesTheLastGoodValueWhenTheSourceIsDownOrSlow() async throws {
+        let cacheDirectory = folder.url.appendingPathComponent("recipe")
+        let source = LoaderControl<Data>(.succeed(Data("page v1".utf8)))
+        @Sendable func render() async throws -> Data { try await source.load() }
+        // The recipe, as the README shows it (memcached left out: `additionalTiers: []`)
+        let storage = try Storage<String, Data>(
+            configuration: .init(directory: cacheDirectory, now: clock.closure, loading: LoadOptions(
+                maxStale: .seconds(3_600),          // fail-safe: keep values an hour past expiry
+                softTimeout: .milliseconds(100),    // slow source: the last good value after 100 ms
+                hardTimeout: .seconds(2),           // never wait longer than 2 s
+                refreshAfter: 0.8), loadClock: loadClock), // hot keys reload in the background before expiry
+            additionalTiers: [], transformer: .data)
+        let first = try await storage.entry(forKey: "home", expiry: .seconds(60)) { _ in try await render() }
+        #expect(!first.isStale && first.tier == .loader)
+        // The source goes down after the value expired: the last good value, marked stale
+        clock.advance(by: 90)
+        source.set(.fail)
+        let page = try await storage.entry(forKey: "home", expiry: .seconds(60)) { _ in try await render() }
+        #expect(page.isStale && page.value == Data("page v1".utf8))
+    }
+
     // MARK: - Bulk
 
     @Test func aBulkLoadCallsTheLoaderOnceForEveryMissedKeyAndStoresTheValues() async throws {

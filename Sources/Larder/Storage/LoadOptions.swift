@@ -17,8 +17,8 @@
 /// ```
 ///
 /// A read that does not run get-or-load with ``maxStale`` never gets a stale value: stale
-/// copies live apart from the values every other read sees (see the "Get-or-load for
-/// services" section of the Guarantees article).
+/// copies live apart from the values every other read sees (see "Get-or-load for services" in
+/// <doc:AtomicOperations>).
 public struct LoadOptions: Sendable, Hashable {
     /// How long past its expiry a loaded value is kept (its *stale copy*) to be returned, marked
     /// stale, when the loader throws or times out. `nil` keeps none: fail-safe is off.

@@ -32,10 +32,11 @@ public struct StorageEvent: Sendable, Hashable, CustomStringConvertible {
         /// Get-or-load returned a stale value (fail-safe) because the loader failed or timed
         /// out; the event's tier is where the stale copy was found.
         public static let staleServed = Kind("staleServed")
-        /// Get-or-load returned a stale value at its soft timeout; the loader goes on in the
-        /// background.
+        /// Get-or-load returned a stale value at its soft timeout (the tier is the stale copy's);
+        /// the loader goes on in the background.
         public static let softTimeout = Kind("softTimeout")
-        /// Get-or-load gave up at its hard timeout.
+        /// Get-or-load gave up at its hard timeout; the tier is the stale copy's it returned, or
+        /// ``StorageTier/loader`` when it had none and threw.
         public static let hardTimeout = Kind("hardTimeout")
         /// A hit past its refresh point started a background refresh; the tier is the hit's.
         public static let refreshStarted = Kind("refreshStarted")

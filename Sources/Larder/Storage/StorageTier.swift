@@ -21,8 +21,8 @@ public struct StorageTier: Hashable, Sendable, CustomStringConvertible {
     /// A shared remote tier (memcached).
     public static let remote = StorageTier("remote")
     /// No tier: the value of an ``Storage/Entry`` that get-or-load's loader made in the call
-    /// (``Storage/entry(forKey:tiers:expiry:failureExpiry:options:orLoad:)``). Never a tier of a
-    /// storage.
+    /// (``Storage/entry(forKey:tiers:expiry:failureExpiry:options:orLoad:)``), and of a get-or-load
+    /// event that involved no tier. Never a tier of a storage.
     public static let loader = StorageTier("loader")
 
     public var description: String { name }
