@@ -223,6 +223,35 @@ struct StorageServiceLoadTests {
         #expect(await log.contains(.hardTimeout, "k"))
     }
 
+    @Test func aSoftTimeoutWithNoStaleValueWaitsOnUntilTheHardTimeoutFromTheStart() async throws {
+        let storage = try makeStorage(loading: LoadOptions(maxStale: .seconds(3_600), softTimeout: .seconds(1), hardTimeout: .seconds(5)))
+        let loader = LoaderControl<String>(.hang)
+        let call = Task { try await storage.value(forKey: "k", expiry: .seconds(60)) { _ in try await loader.load() } }
+        #expect(await loader.waitForHanging(1))
+        #expect(await loadClock.waitForSleepers(2))
+        // At the soft timeout there is no stale value: the call goes on waiting
+        loadClock.advance(by: .seconds(1))
+        #expect(await loadClock.waitForSleepers(1))
+        #expect(loader.hangingCount == 1 && storage.statistics.softTimeouts == 0)
+        // And gives up five seconds after it started, not six
+        loadClock.advance(by: .seconds(4))
+        await #expect(throws: StorageError.self) { try await call.value }
+        #expect(storage.statistics.hardTimeouts == 1)
+        #expect(await pollUntil { loader.cancellations == 1 })
+    }
+
+    @Test func anInsertIfAbsentDropsTheStaleCopyOfTheTierThatDecided() async throws {
+        let storage = try makeStorage()
+        _ = try await storage.value(forKey: "k", expiry: .seconds(60)) { _ in "v1" }
+        clock.advance(by: 120)
+        #expect(try sync { try storage.insertValue("v2", forKey: "k", expiry: .seconds(60)) })
+        clock.advance(by: 120)
+        let reopened = try makeStorage()
+        await #expect(throws: LoaderControl<String>.Failure.self) {
+            try await reopened.value(forKey: "k", expiry: .seconds(60)) { _ in throw LoaderControl<String>.Failure() }
+        }
+    }
+
     @Test func aHardTimeoutWithAStaleValueServesItAndThrottles() async throws {
         let storage = try makeStorage(loading: LoadOptions(maxStale: .seconds(3_600), hardTimeout: .seconds(5)))
         let loader = LoaderControl<String>(.succeed("v1"))

@@ -130,6 +130,8 @@ extension Storage where Value: Sendable {
         // With a shared tier, a local copy bounded to nothing (localCopyMaxAge zero) is not kept.
         let keepsLocalCopies = !hasSharedTiers
             || localExpiry.map { !($0.expirationDate(from: now()).map { $0 <= now() } ?? false) } ?? true
+        // The tier an insert-if-absent already wrote loses its stale copy too.
+        if let skipped, staleCopies != nil { try await dropStaleCopy(forKey: key, from: self.tiers[skipped]) }
         for position in self.tiers.indices.reversed()
         where position != skipped && !(self.tiers[position] is any SharedCacheTier) {
             let tier = self.tiers[position]

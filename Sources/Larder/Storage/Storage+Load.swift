@@ -114,8 +114,11 @@ extension Storage where Value: Sendable {
                 return found
             }
         }
-        let stale = options.maxStale == nil ? nil : await staleEntry(forKey: key, tiers: tiers)
-        if let stale, failSafeThrottles.remembered(key, now: now()) != nil {
+        // Stale copies are looked up only when they are needed: after a failure, at a timeout,
+        // or while the loader is throttled. A miss costs no extra read.
+        let failSafe = options.maxStale != nil
+        if failSafe, failSafeThrottles.remembered(key, now: now()) != nil,
+           let stale = await staleEntry(forKey: key, tiers: tiers) {
             // The loader failed a moment ago: the stale value, without calling it again.
             return servedStale(stale, forKey: key)
         }
@@ -125,49 +128,60 @@ extension Storage where Value: Sendable {
                 forKey: key, tiers: tiers, expiry: expiry, maxStale: options.maxStale, leasing: leasing,
                 untouched: untouched, loader: loader))
         }
+        // At the soft timeout a stale copy is looked up; with none, the wait goes on.
+        let staleAtSoftTimeout = Locked<Entry?>(nil)
         let outcome: RunOutcome<LoadedValue<Entry>>
         do {
             outcome = try await awaitRun(
-                handle.task, soft: stale == nil ? nil : options.softTimeout, hard: options.hardTimeout,
-                clock: configuration.loadClock)
+                handle.task, soft: failSafe ? options.softTimeout : nil, hard: options.hardTimeout,
+                clock: configuration.loadClock
+            ) {
+                guard let stale = await self.staleEntry(forKey: key, tiers: tiers) else { return false }
+                staleAtSoftTimeout.withLock { $0 = stale }
+                return true
+            }
         } catch {
             // Every caller of this key left: the run is cancelled unless it was detached.
             loadRuns.abandon(handle)
             throw error
         }
-        switch outcome {
-        case .finished(.success(let loaded)):
-            return loaded.value
-        case .finished(.failure(let error)):
-            if let stale, !(error is CancellationError) {
-                failSafeThrottles.remember(error, for: key, until: now().addingTimeInterval(options.failSafeThrottle.seconds))
+        do {
+            switch outcome {
+            case .finished(.success(let loaded)):
+                return loaded.value
+            case .finished(.failure(let error)):
+                if failSafe, !(error is CancellationError), let stale = await staleEntry(forKey: key, tiers: tiers) {
+                    failSafeThrottles.remember(error, for: key, until: now().addingTimeInterval(options.failSafeThrottle.seconds))
+                    return servedStale(stale, forKey: key)
+                }
+                if let failureExpiry, !(error is CancellationError) {
+                    failures.remember(error, for: key, until: now().addingTimeInterval(failureExpiry.seconds))
+                }
+                throw error
+            case .softTimeout:
+                // The run goes on, detached, and stores its value.
+                guard let stale = staleAtSoftTimeout.withLock({ $0 }) else { return try await handle.task.value.value }
+                loadRuns.detach(handle)
+                watchBackgroundRun(handle, tier: stale.tier, maxStale: options.maxStale, throttle: options.failSafeThrottle)
+                counters.softTimeouts.add(1, ordering: .relaxed)
+                emit(.softTimeout, key.cacheKey, stale.tier)
                 return servedStale(stale, forKey: key)
+            case .hardTimeout:
+                loadRuns.abandon(handle)
+                counters.hardTimeouts.add(1, ordering: .relaxed)
+                if failSafe, let stale = await staleEntry(forKey: key, tiers: tiers) {
+                    emit(.hardTimeout, key.cacheKey, stale.tier)
+                    failSafeThrottles.remember(
+                        StorageError(code: .timeout, message: "hard timeout"), for: key,
+                        until: now().addingTimeInterval(options.failSafeThrottle.seconds))
+                    return servedStale(stale, forKey: key)
+                }
+                emit(.hardTimeout, key.cacheKey, .loader)
+                throw StorageError(
+                    code: .timeout,
+                    message: "the loader for \(key.cacheKey) did not finish within \(options.hardTimeout ?? .zero) "
+                        + "(LoadOptions.hardTimeout)")
             }
-            if let failureExpiry, !(error is CancellationError) {
-                failures.remember(error, for: key, until: now().addingTimeInterval(failureExpiry.seconds))
-            }
-            throw error
-        case .softTimeout:
-            // `stale` exists (no soft timeout is set without one); the run goes on and stores.
-            loadRuns.detach(handle)
-            watchBackgroundRun(handle, tier: stale?.tier ?? .loader, maxStale: options.maxStale, throttle: options.failSafeThrottle)
-            counters.softTimeouts.add(1, ordering: .relaxed)
-            emit(.softTimeout, key.cacheKey, stale?.tier ?? .loader)
-            return servedStale(stale!, forKey: key)
-        case .hardTimeout:
-            loadRuns.abandon(handle)
-            counters.hardTimeouts.add(1, ordering: .relaxed)
-            emit(.hardTimeout, key.cacheKey, stale?.tier ?? .loader)
-            let limit = options.hardTimeout ?? .zero
-            if let stale {
-                failSafeThrottles.remember(
-                    StorageError(code: .timeout, message: "hard timeout"), for: key,
-                    until: now().addingTimeInterval(options.failSafeThrottle.seconds))
-                return servedStale(stale, forKey: key)
-            }
-            throw StorageError(
-                code: .timeout,
-                message: "the loader for \(key.cacheKey) did not finish within \(limit) (LoadOptions.hardTimeout)")
         }
     }
 

@@ -450,6 +450,8 @@ public final class Storage<Key: CacheKey, Value> {
         skipping skipped: Int? = nil
     ) throws {
         let cacheKey = key.cacheKey
+        // The tier an insert-if-absent already wrote loses its stale copy too.
+        if let skipped, staleCopies != nil { try dropStaleCopy(forKey: key, in: localTiers[skipped]) }
         for position in localTiers.indices.reversed() where position != skipped {
             let tier = localTiers[position]
             do {

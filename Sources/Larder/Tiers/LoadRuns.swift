@@ -93,20 +93,28 @@ enum RunOutcome<Value: Sendable>: Sendable {
     case hardTimeout
 }
 
-/// Waits for `task` until it finishes or `soft` or `hard` passes on `clock`, whichever comes
-/// first; a cancelled caller leaves at once with `CancellationError` (the task goes on: the
-/// caller decides, with ``LoadRuns/abandon(_:)``, whether it is cancelled).
+/// Waits for `task` until it finishes or `hard` passes on `clock`, whichever comes first; when
+/// `soft` passes first and `atSoftTimeout` says so (a stale value is at hand), the wait ends
+/// there instead, else it goes on, the hard limit still counted from the start. A cancelled
+/// caller leaves at once with `CancellationError` (the task goes on: the caller decides, with
+/// ``LoadRuns/abandon(_:)``, whether it is cancelled).
 func awaitRun<Value: Sendable>(
-    _ task: Task<Value, any Error>, soft: Duration?, hard: Duration?, clock: any Clock<Duration>
+    _ task: Task<Value, any Error>, soft: Duration?, hard: Duration?, clock: any Clock<Duration>,
+    atSoftTimeout: @escaping @Sendable () async -> Bool = { true }
 ) async throws -> RunOutcome<Value> {
     let gate = OneShot<RunOutcome<Value>>()
     return try await gate.wait { gate in
         var helpers = [Task { gate.resolve(.success(.finished(await task.result))) }]
-        for (limit, outcome) in [(soft, RunOutcome<Value>.softTimeout), (hard, .hardTimeout)] {
-            guard let limit else { continue }
+        if let soft {
             helpers.append(Task {
-                do { try await clock.sleep(for: limit) } catch { return }
-                gate.resolve(.success(outcome))
+                do { try await clock.sleep(for: soft) } catch { return }
+                if await atSoftTimeout() { gate.resolve(.success(.softTimeout)) }
+            })
+        }
+        if let hard {
+            helpers.append(Task {
+                do { try await clock.sleep(for: hard) } catch { return }
+                gate.resolve(.success(.hardTimeout))
             })
         }
         return helpers
