@@ -31,9 +31,10 @@ public struct LoadOptions: Sendable, Hashable {
     /// After the loader failed (or timed out) and a stale value was returned, how long the
     /// stale value keeps being returned without calling the loader again. Defaults to 30 s.
     public var failSafeThrottle: Duration
-    /// When a stale value exists, how long to wait for the loader before returning the stale
-    /// value; the loader goes on in the background and stores its value. `nil` waits for the
-    /// loader. Defaults to `nil`.
+    /// With fail-safe (``maxStale``), how long to wait for the loader before returning the key's
+    /// stale copy; the loader goes on in the background and stores its value. With no stale copy
+    /// at hand the call waits on (up to ``hardTimeout``). `nil` waits for the loader. Defaults
+    /// to `nil`.
     public var softTimeout: Duration?
     /// How long to wait for the loader at most: then the call returns the stale value (with
     /// fail-safe) or throws ``StorageError/Code/timeout``; the loader is cancelled unless a soft
