@@ -17,6 +17,8 @@ let package = Package(
         .executable(name: "larder", targets: ["larder"]),
         // Trait `Memcached`: the remote tier (swift-nio is fetched only when the trait is on).
         .library(name: "LarderMemcached", targets: ["LarderMemcached"]),
+        // Trait `Redis`: the remote tier on Redis/Valkey with pushed invalidations (swift-nio).
+        .library(name: "LarderRedis", targets: ["LarderRedis"]),
         // Server adapters: build only with their trait on (`--traits Vapor`, `--traits Hummingbird`).
         .library(name: "LarderVapor", targets: ["LarderVapor"]),
         .library(name: "LarderHummingbird", targets: ["LarderHummingbird"]),
@@ -26,6 +28,7 @@ let package = Package(
     ],
     traits: [
         .trait(name: "Memcached", description: "LarderMemcached: a remote tier on memcached (needs swift-nio)."),
+        .trait(name: "Redis", description: "LarderRedis: a remote tier on Redis or Valkey, RESP3 with CLIENT TRACKING (needs swift-nio)."),
         .trait(name: "Vapor", description: "LarderVapor: Larder as Vapor's Cache (fetches Vapor)."),
         .trait(name: "Hummingbird", description: "LarderHummingbird: Larder as Hummingbird's PersistDriver (fetches Hummingbird)."),
         .trait(name: "Metrics", description: "LarderMetrics: a storage's statistics reported through apple/swift-metrics."),
@@ -175,11 +178,22 @@ let package = Package(
             resources: [.copy("Fixtures")],
             swiftSettings: strictSettings
         ),
+        // What the remote tiers share (the envelope every remote value travels in, the remote
+        // key and TTL mapping): sources are `#if Memcached || Redis`; internal to the package.
+        .target(
+            name: "LarderRemoteCore",
+            dependencies: [
+                "Larder",
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Memcached", "Redis"])),
+            ],
+            swiftSettings: strictSettings
+        ),
         // Trait `Memcached`: the remote tier and its tests (sources are `#if Memcached`).
         .target(
             name: "LarderMemcached",
             dependencies: [
                 "Larder",
+                "LarderRemoteCore",
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Memcached"])),
                 .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Memcached"])),
             ],
@@ -195,13 +209,42 @@ let package = Package(
         .testTarget(
             name: "LarderMemcachedTests",
             dependencies: [
-                "LarderMemcached", "Larder", "LarderTestSupport", "LarderMemcachedHelper",
+                "LarderMemcached", "Larder", "LarderRemoteCore", "LarderTestSupport", "LarderMemcachedHelper",
                 // One test runs Larder as Vapor's cache over a memcached tier (both traits on).
                 .target(name: "LarderVapor", condition: .when(traits: ["Vapor"])),
                 .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"])),
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Memcached"])),
                 .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Memcached"])),
                 .product(name: "NIOEmbedded", package: "swift-nio", condition: .when(traits: ["Memcached"])),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // Trait `Redis`: the Redis tier and its tests (sources are `#if Redis`).
+        .target(
+            name: "LarderRedis",
+            dependencies: [
+                "Larder",
+                "LarderRemoteCore",
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Redis"])),
+                .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Redis"])),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // The child process of the multi-process Redis tests (not a product).
+        .executableTarget(
+            name: "LarderRedisHelper",
+            dependencies: ["LarderRedis", "Larder"],
+            path: "Tests/LarderRedisHelper",
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "LarderRedisTests",
+            dependencies: [
+                "LarderRedis", "Larder", "LarderRemoteCore", "LarderTestSupport", "LarderRedisHelper",
+                // One test runs Larder as Hummingbird's persist driver over Redis (both traits on).
+                .target(name: "LarderHummingbird", condition: .when(traits: ["Hummingbird"])),
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Redis"])),
+                .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Redis"])),
             ],
             swiftSettings: strictSettings
         ),

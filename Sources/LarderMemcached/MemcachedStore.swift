@@ -1,4 +1,5 @@
 #if Memcached
+import LarderRemoteCore
 public import Foundation
 public import Larder
 public import NIOCore

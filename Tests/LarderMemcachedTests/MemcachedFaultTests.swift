@@ -136,7 +136,11 @@ struct MemcachedFaultTests {
             let proxy = try await ChaosProxy(upstreamPort: server.port)
             let (storage, store) = try Self.storage(port: proxy.port, deadline: .milliseconds(50))
             let keys = (0..<200).map { "key-\($0)" }
-            for key in keys { try await storage.setValue(Self.value(key, 1), forKey: key, tiers: .remote) }
+            // Written straight to the server by a store that outwaits any stall: a write that
+            // missed the 50 ms deadline would leave its key unread until the journal's delete.
+            let (writer, writerStore) = try Self.storage(port: server.port, deadline: .seconds(300))
+            for key in keys { try await writer.setValue(Self.value(key, 1), forKey: key, tiers: .remote) }
+            await writerStore.close()
             let wrong = Tally(0)
             let hits = Tally(0)
             let slowest = Tally(0)
@@ -202,11 +206,15 @@ struct MemcachedFaultTests {
             let server = try await MemcachedServer.start(in: scope)
             let proxy = try await ChaosProxy(upstreamPort: server.port)
             let (storage, store) = try Self.storage(port: proxy.port, deadline: .milliseconds(200))
-            try await storage.setValue(Data("v".utf8), forKey: "k", tiers: .remote)
+            // Written by a store that outwaits any stall (see the stalled-server test).
+            let (writer, writerStore) = try Self.storage(port: server.port, deadline: .seconds(300))
+            try await writer.setValue(Data("v".utf8), forKey: "k", tiers: .remote)
+            await writerStore.close()
             proxy.set(.reset)
             for _ in 0..<20 { #expect(try await storage.value(forKey: "k", tiers: .remote) == nil) }
             proxy.set(.pass)
-            let end = ContinuousClock.now + .seconds(2)
+            // Generous: on a loaded machine this task may not be resumed for seconds.
+            let end = ContinuousClock.now + .seconds(60)
             var recovered = false
             while !recovered, ContinuousClock.now < end {
                 recovered = try await storage.value(forKey: "k", tiers: .remote) == Data("v".utf8)

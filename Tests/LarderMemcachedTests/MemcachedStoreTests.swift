@@ -1,4 +1,5 @@
 #if Memcached
+import LarderRemoteCore
 import Foundation
 import Larder
 @testable import LarderMemcached

@@ -81,11 +81,11 @@ struct DiskStoreAccessOrderTests {
     func aDueBatchOfReadsIsRankedInReadOrderWithNoWrite(inBackground: Bool) async throws {
         // Given more keys than one batch of reads, written at one frozen instant
         let store = try makeStore { $0.ranksReadsInBackground = inBackground }
-        let keys = (0..<(DiskStore.accessFlushCount + 88)).map { "k\($0)" }
+        let keys = (0..<(AccessLog.flushCount + 88)).map { "k\($0)" }
         for key in keys { try store.setValue(Data(key.utf8), forKey: key) }
         let lastWritten = try query("SELECT max(seq) FROM access")[0][0]
         // When exactly one batch of reads is logged, newest key first
-        let readOrder = Array(keys.indices.reversed().prefix(DiskStore.accessFlushCount))
+        let readOrder = Array(keys.indices.reversed().prefix(AccessLog.flushCount))
         for index in readOrder { #expect(try store.value(forKey: keys[index]) == Data(keys[index].utf8)) }
         // Then the batch reaches the index with no write, trim or close: before the last read
         // returns when ranked on the reading thread, soon after on Larder's I/O queue
@@ -123,7 +123,7 @@ struct DiskStoreAccessOrderTests {
         }
         // When all but three of four batches' worth of reads are logged (far more than one
         // batch's worth of reads, of three rows)
-        for index in 0..<(DiskStore.accessFlushReads - 3) { _ = try store.value(forKey: keys[index % 3]) }
+        for index in 0..<(AccessLog.flushReads - 3) { _ = try store.value(forKey: keys[index % 3]) }
         // Then nothing is ranked yet: three rows are far from a batch of distinct rows
         #expect(try ranked() == [])
         // When the last three reads are c, a, b
@@ -145,12 +145,12 @@ struct DiskStoreAccessOrderTests {
         #expect((Int64(1)...1_000).allSatisfy { rows.mayContain($0 * 7) })
         #expect((Int64(1)...1_000).filter { rows.mayContain($0 * 7 + 1) }.isEmpty)
         // Full at a batch of distinct rows: then every row may be pending
-        for rowID in Int64(1_001)...Int64(DiskStore.accessFlushCount) { rows.insert(rowID * 7) }
-        #expect(rows.count == DiskStore.accessFlushCount)
+        for rowID in Int64(1_001)...Int64(AccessLog.flushCount) { rows.insert(rowID * 7) }
+        #expect(rows.count == AccessLog.flushCount)
         #expect(rows.isFull)
         #expect(rows.mayContain(3))
-        rows.insert(Int64(DiskStore.accessFlushCount + 1) * 7)
-        #expect(rows.count == DiskStore.accessFlushCount)
+        rows.insert(Int64(AccessLog.flushCount + 1) * 7)
+        #expect(rows.count == AccessLog.flushCount)
         // Emptied, it counts afresh
         rows.removeAll()
         #expect(rows.count == 0)
@@ -382,12 +382,12 @@ struct DiskStoreAccessOrderTests {
         // Then every read returned its value, and every hit was counted
         #expect(wrong == 0)
         #expect(store.statistics.hits == 1_600)
-        #expect(store.readers.withLock { $0.idle.count } <= DiskStore.idleReaderLimit)
+        #expect(store.readers.census.idle <= ReaderPool.idleLimit)
         // When the store closes, the pool closes with it (the readers parked in the threads'
         // lanes too) and later reads throw `closed`
         store.close()
-        #expect(store.readers.withLock { $0.idle.isEmpty && $0.isClosed })
-        #expect(store.lanes.allSatisfy { lane in lane.withLock { $0.parked == nil } })
+        #expect(store.readers.census.idle == 0 && store.readers.census.isClosed)
+        #expect(store.readers.census.parked == 0)
         let readError = #expect(throws: StorageError.self) { try store.value(forKey: "k1") }
         #expect(readError?.code == .closed)
         let keysError = #expect(throws: StorageError.self) { try store.keys() }
@@ -517,7 +517,7 @@ struct DiskStoreAccessCorruptionTests {
         default:
             // Reads fill the log, whose ranking (on this thread, or on the I/O queue while the
             // reads go on and meet the reset) reads the damaged pages. No read throws.
-            for _ in 0..<(DiskStore.accessFlushReads / 2 + 1) {
+            for _ in 0..<(AccessLog.flushReads / 2 + 1) {
                 _ = try store.value(forKey: "k0")
                 _ = try store.value(forKey: "k1")
             }

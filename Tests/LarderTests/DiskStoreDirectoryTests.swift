@@ -52,7 +52,7 @@ struct DiskStoreDirectoryTests {
     func deleteDirectory(_ path: String = "", of directory: URL? = nil, waits: Bool = true) throws {
         let directory = directory ?? self.directory
         try FileManager.default.removeItem(at: path.isEmpty ? directory : directory.appendingPathComponent(path))
-        if waits { Thread.sleep(forTimeInterval: Double(DiskStore.directoryCheckInterval) / 1e9 + 0.02) }
+        if waits { Thread.sleep(forTimeInterval: Double(ReaderPool.directoryCheckInterval) / 1e9 + 0.02) }
     }
 
     /// Every file and directory under `blobs/`.

@@ -14,7 +14,7 @@ struct ReadSideTests {
     // MARK: - The read log
 
     @Test func aMissAndAnUnloggedHitAreCountedButNotLogged() {
-        var log = DiskStore.ReadLog()
+        var log = ReadLog()
         #expect(log.record(.miss, inBackground: true) == .none)
         #expect(log.record(.unloggedHit, inBackground: true) == .none)
         #expect(log.record(.none, inBackground: true) == .none)
@@ -25,7 +25,7 @@ struct ReadSideTests {
 
     @Test func hitsAreLoggedInOrderAndComeOutInThatOrderWithTheirReservations() {
         // Given hits of rows 3, 1, 2, and a sliding hit of row 1 that renewed its lifetime
-        var log = DiskStore.ReadLog()
+        var log = ReadLog()
         for (rowID, time) in [(3, 10), (1, 11), (2, 12)] {
             _ = log.record(.hit(Access(rowID: Int64(rowID), time: Int64(time))), inBackground: true)
         }
@@ -45,9 +45,9 @@ struct ReadSideTests {
     }
 
     @Test func theLogIsDueAtABatchOfReadsOfOneRow() {
-        var log = DiskStore.ReadLog()
-        var steps: [DiskStore.RankingStep] = []
-        for _ in 0..<(DiskStore.accessFlushReads - 1) {
+        var log = ReadLog()
+        var steps: [AccessLog.Step] = []
+        for _ in 0..<(AccessLog.flushReads - 1) {
             steps.append(log.record(.hit(Access(rowID: 1, time: 0)), inBackground: true))
         }
         #expect(steps.allSatisfy { $0 == .none })
@@ -60,29 +60,29 @@ struct ReadSideTests {
     }
 
     @Test func theLogIsDueAtABatchOfDistinctRows() {
-        var log = DiskStore.ReadLog()
-        var steps: [DiskStore.RankingStep] = []
-        for rowID in 1..<Int64(DiskStore.accessFlushCount) {
+        var log = ReadLog()
+        var steps: [AccessLog.Step] = []
+        for rowID in 1..<Int64(AccessLog.flushCount) {
             steps.append(log.record(.hit(Access(rowID: rowID, time: 0)), inBackground: false))
         }
         #expect(steps.allSatisfy { $0 == .none })
         #expect(!log.isFull)
-        #expect(log.record(.hit(Access(rowID: Int64(DiskStore.accessFlushCount), time: 0)), inBackground: false) == .rankHere)
+        #expect(log.record(.hit(Access(rowID: Int64(AccessLog.flushCount), time: 0)), inBackground: false) == .rankHere)
         #expect(log.isFull)
     }
 
     @Test func theLogIsDueWhenItsOldestReadIsOldEnough() {
-        var log = DiskStore.ReadLog()
+        var log = ReadLog()
         #expect(log.record(.hit(Access(rowID: 1, time: 1_000)), inBackground: false) == .none)
-        #expect(!log.isDue(at: 1_000 + DiskStore.accessFlushDelay - 1))
-        #expect(log.isDue(at: 1_000 + DiskStore.accessFlushDelay))
-        #expect(log.record(.hit(Access(rowID: 2, time: 1_000 + DiskStore.accessFlushDelay)), inBackground: false) == .rankHere)
+        #expect(!log.isDue(at: 1_000 + AccessLog.flushDelay - 1))
+        #expect(log.isDue(at: 1_000 + AccessLog.flushDelay))
+        #expect(log.record(.hit(Access(rowID: 2, time: 1_000 + AccessLog.flushDelay)), inBackground: false) == .rankHere)
     }
 
     @Test func aReaderRanksItselfWhenReadsPileUpBehindABackgroundRanking() {
-        var log = DiskStore.ReadLog()
+        var log = ReadLog()
         log.isRankingInBackground = true
-        for _ in 0..<(DiskStore.accessInlineBacklog - 1) { _ = log.logHit(Access(rowID: 1, time: 0)) }
+        for _ in 0..<(AccessLog.inlineBacklog - 1) { _ = log.logHit(Access(rowID: 1, time: 0)) }
         #expect(log.step(due: true, inBackground: true) == .none, "the ranking under way takes them")
         _ = log.logHit(Access(rowID: 1, time: 0))
         #expect(log.step(due: true, inBackground: true) == .rankHere)
@@ -91,7 +91,7 @@ struct ReadSideTests {
 
     @Test func lanesAreMergedInTheOrderOfTheirTickets() {
         // Given two lanes' reads, each in ticket order
-        var log = DiskStore.ReadLog()
+        var log = ReadLog()
         let first: [Access] = [Access(rowID: 1, time: 0), Access(rowID: 3, time: 0), Access(rowID: 5, time: 0)]
         let second: [Access] = [Access(rowID: 2, time: 0), Access(rowID: 4, time: 0)]
         // When they are merged
@@ -125,7 +125,7 @@ struct ReadSideTests {
 
     @Test func aThreadGetsBackTheReaderItUsedLastElseTheOneReturnedLast() throws {
         let index = try Index()
-        var pool = DiskStore.ReaderPool()
+        var pool = ReaderPool.State()
         let (a, b, c) = (try index.reader(thread: 1), try index.reader(thread: 2), try index.reader(thread: 3))
         for reader in [a, b, c] { #expect(pool.checkIn(reader) == .none) }
         #expect(pool.takeIdle(for: 1) === a)
@@ -137,16 +137,16 @@ struct ReadSideTests {
 
     @Test func thePoolKeepsNoReaderOfAnOlderGenerationOrAClosedPoolOrBeyondItsLimit() throws {
         let index = try Index()
-        var pool = DiskStore.ReaderPool()
+        var pool = ReaderPool.State()
         pool.generation = 2
         _ = pool.checkIn(try index.reader(generation: 1))
         #expect(pool.idle.isEmpty, "an older generation's reader closes")
-        for _ in 0..<(DiskStore.idleReaderLimit + 1) { _ = pool.checkIn(try index.reader(generation: 2)) }
-        #expect(pool.idle.count == DiskStore.idleReaderLimit)
+        for _ in 0..<(ReaderPool.idleLimit + 1) { _ = pool.checkIn(try index.reader(generation: 2)) }
+        #expect(pool.idle.count == ReaderPool.idleLimit)
         _ = pool.takeIdle(for: 1)
         pool.isClosed = true
         _ = pool.checkIn(try index.reader(generation: 2))
-        #expect(pool.idle.count == DiskStore.idleReaderLimit - 1, "a closed pool keeps none")
+        #expect(pool.idle.count == ReaderPool.idleLimit - 1, "a closed pool keeps none")
     }
 
     @Test func aReaderThatKeepsItsSnapshotAsksForASweepOrToEndItFirst() throws {
@@ -158,7 +158,7 @@ struct ReadSideTests {
         _ = try pooled.reader.totals()
         #expect(pooled.reader.isLingering)
         // When it goes back into the pool: the pool asks for a sweep after its delay
-        var pool = DiskStore.ReaderPool()
+        var pool = ReaderPool.State()
         pool.sweepDelay = 0.5
         #expect(pool.checkIn(pooled) == .sweep(after: 0.5))
         // And the sweep ends the snapshot

@@ -106,15 +106,15 @@ final class DiskIndexReader {
     /// wal-index header, which every commit rewrites (this store's, another store's, another
     /// process's), is unchanged since just before the transaction began. A read therefore sees
     /// every commit that ended before it started, as a fresh transaction would. A snapshot older
-    /// than ``DiskStore/lingerLimit`` is renewed, so that a checkpoint waiting for readers never
+    /// than ``ReaderPool/lingerLimit`` is renewed, so that a checkpoint waiting for readers never
     /// waits longer; the store ends idle ones before it writes and after the same delay (see
-    /// ``DiskStore/sweepLingeringReads()``).
+    /// ``ReaderPool/sweepLingering()``).
     ///
     /// With `lingering` false the read runs in a transaction of its own, as SQLite's
     /// autocommit makes it.
     func startRead(lingering: Bool, now: Double) {
         if isLingering {
-            if lingering, now - lingeringSince < DiskStore.lingerLimit, let walIndex,
+            if lingering, now - lingeringSince < ReaderPool.lingerLimit, let walIndex,
                csqlite_wal_index_header_equals(walIndex, &walHeaderAtBegin) != 0 {
                 return
             }

@@ -21,14 +21,11 @@ protocol DiskPolicy: Sendable {
         _ accesses: [DiskIndex.Access], sequences: [Int64], index: DiskIndex, reserving: Int64
     ) throws -> Int64
 
-    /// Writes `row` for `store` in a transaction of `index` with the writer's lock held, after
-    /// the reads logged before it as the policy orders them, evicting as the limits require;
-    /// returns the blob files to delete once the transaction commits. A write that reserved
-    /// sequence numbers for logged reads sets `reservation`, which the caller cancels if the
-    /// transaction does not commit.
+    /// Writes `row` for `store` in `transaction` (the writer's lock held), after the reads
+    /// logged before it as the policy orders them, evicting as the limits require; returns the
+    /// blob files to delete once the transaction commits.
     func write(
-        _ row: DiskIndex.Row, in store: DiskStore, state: inout DiskStore.State, index: DiskIndex, now: Int64,
-        reservation: inout Int?
+        _ row: DiskIndex.Row, in store: DiskStore, state: inout DiskStore.State, transaction: WriteTransaction, now: Int64
     ) throws -> [String]
 
     /// What an eviction under the limits in force needs beyond them (`nil`: nothing).
@@ -37,8 +34,10 @@ protocol DiskPolicy: Sendable {
 
 extension DiskStore {
     /// The policy of ``Configuration/policy`` (validated at open: LRU or S3-FIFO).
-    var policy: any DiskPolicy {
-        configuration.policy == .s3fifo ? S3FIFODiskPolicy() : LRUDiskPolicy()
+    var policy: any DiskPolicy { Self.policy(for: configuration.policy) }
+
+    static func policy(for policy: EvictionPolicy) -> any DiskPolicy {
+        policy == .s3fifo ? S3FIFODiskPolicy() : LRUDiskPolicy()
     }
 }
 
@@ -54,23 +53,17 @@ struct LRUDiskPolicy: DiskPolicy {
     }
 
     func write(
-        _ row: DiskIndex.Row, in store: DiskStore, state: inout DiskStore.State, index: DiskIndex, now: Int64,
-        reservation: inout Int?
+        _ row: DiskIndex.Row, in store: DiskStore, state: inout DiskStore.State, transaction: WriteTransaction, now: Int64
     ) throws -> [String] {
         // Reads logged before this write rank before it: they are given the numbers below its
         // own, and ranked later (before an eviction at the latest).
-        let sequence: Int64
-        if let reserved = try store.reserveSequence(index: index) {
-            sequence = reserved.sequence
-            reservation = reserved.reservedBefore
-        } else {
-            sequence = try store.flushAccesses(index: index, reserving: 1)
-        }
+        let sequence = try transaction.sequenceAfterLoggedReads()
+        let index = transaction.index
         var obsolete: [String] = []
         let existing = try index.existingRow(forKey: row.key)
         if let previous = existing?.file { obsolete.append(previous) }
         try index.write(row, sequence: sequence, existing: existing?.rowID)
-        obsolete += try store.evictIfNeeded(&state, index: index, now: now, keeping: row.key)
+        obsolete += try store.evictIfNeeded(&state, in: transaction, now: now, keeping: row.key)
         return obsolete
     }
 
@@ -92,13 +85,12 @@ struct S3FIFODiskPolicy: DiskPolicy {
     }
 
     func write(
-        _ row: DiskIndex.Row, in store: DiskStore, state: inout DiskStore.State, index: DiskIndex, now: Int64,
-        reservation: inout Int?
+        _ row: DiskIndex.Row, in store: DiskStore, state: inout DiskStore.State, transaction: WriteTransaction, now: Int64
     ) throws -> [String] {
         // Reads logged before this write count before it: their counters are bumped now, or
         // later (before an eviction at the latest).
-        let sequence = try store.s3fifoWriteSequence(index: index)
-        return try store.writeS3FIFO(row, sequence: sequence, state: &state, index: index, now: now)
+        let sequence = try transaction.sequenceBesideLoggedReads()
+        return try store.writeS3FIFO(row, sequence: sequence, state: &state, transaction: transaction, now: now)
     }
 
     func evictionContext(of store: DiskStore, pending: DiskIndex.Measure) -> DiskIndex.S3FIFOContext? {

@@ -27,8 +27,7 @@ extension DiskStore {
     public func trim(toDate date: Date, by age: EntryAge, sparing spared: Set<String>) throws -> [String] {
         let cutoff = date.milliseconds
         let candidates: [(rowID: Int64, key: String)] = try withLiveIndex { _, index in
-            try index.connection.transaction {
-                try flushAccesses(index: index)
+            try withWriteTransaction(index) { _ in
                 return try index.rows(olderThan: cutoff, by: age).filter { !spared.contains($0.key) }
             }
         }
@@ -38,8 +37,7 @@ extension DiskStore {
             let batch = candidates[start..<min(start + Self.batchSize, candidates.endIndex)]
             start = batch.endIndex
             let obsolete: [String] = try withLiveIndex { state, index in
-                try index.connection.transaction {
-                    try flushAccesses(index: index)
+                try withWriteTransaction(index) { _ in
                     var obsolete: [String] = []
                     for row in batch {
                         guard let deleted = try index.delete(rowID: row.rowID, key: row.key, ifOlderThan: cutoff, by: age)

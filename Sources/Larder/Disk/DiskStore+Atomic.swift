@@ -29,8 +29,8 @@ extension DiskStore {
     public func takeEntry(forKey key: String) throws -> TierEntry? {
         let now = configuration.now().milliseconds
         let taken: (location: DiskIndex.Location, isExpired: Bool)? = try withLiveIndex { state, index in
-            let taken: (location: DiskIndex.Location, isExpired: Bool)? = try index.connection.transaction {
-                try flushAccesses(index: index)  // renewed lifetimes first
+            let taken: (location: DiskIndex.Location, isExpired: Bool)? = try withWriteTransaction(index) { _ in
+                // Renewed lifetimes first.
                 guard let location = try index.reads.location(forKey: key) else { return nil }
                 _ = try index.delete(rowID: location.rowID)
                 return (location, location.expires.map { $0 <= now } ?? false)
@@ -42,22 +42,22 @@ extension DiskStore {
             return taken
         }
         guard let taken else {
-            countMiss()
+            record(.miss)
             return nil
         }
         // The row is gone, so no other store removes its file: read it, then remove it.
         defer { if let file = taken.location.file { files.remove(name: file) } }
         if taken.isExpired {
-            countMiss()
+            record(.miss)
             return nil
         }
         guard let data = try decode(taken.location, key: key) else {
             state.withLock { $0.statistics.corruptEntriesDropped += 1 }
             configuration.logHandler?("dropped damaged entry for key of \(key.utf8.count) bytes")
-            countMiss()
+            record(.miss)
             return nil
         }
-        readers.withLock { $0.log.hits += 1 }
+        record(.unloggedHit)  // Counted, not logged: the entry is gone.
         return TierEntry(
             data: data, expirationDate: taken.location.expires.map(Date.init(milliseconds:)),
             metadata: taken.location.metadata, slidingInterval: taken.location.sliding.map { Double($0) / 1_000 })
@@ -95,9 +95,8 @@ extension DiskStore {
             return try removeValue(forKey: key)
         }
         return try withLiveIndex { _, index in
-            try index.connection.transaction {
+            try withWriteTransaction(index) { _ in
                 // Renewals logged before this call land first, so they cannot undo it.
-                try flushAccesses(index: index)
                 let sql = metadata == nil ? Self.updateExpirySQL : Self.updateExpiryAndMetadataSQL
                 return try index.connection.statement(sql).withReset { statement in
                     try statement.bind(expires, at: 1)

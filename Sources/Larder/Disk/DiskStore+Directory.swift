@@ -25,11 +25,6 @@ struct FileIdentity: Equatable, Sendable {
 // next operation notices, creates the directory and the index again where a new store on the
 // same path finds them, and reports nothing cached.
 extension DiskStore {
-    /// How often a read looks at the directory, in nanoseconds: a read of a value stored inline
-    /// would otherwise go on answering from the deleted index. Writes, removals and reads of
-    /// values stored in files notice at once.
-    static let directoryCheckInterval: UInt64 = 50_000_000
-
     /// Opens the index again when `index.sqlite` no longer names the file the store opened (or
     /// an earlier attempt left it to be reopened). Call with the writer's lock held.
     func reopenIfDirectoryChanged(_ state: inout State) throws {
@@ -37,11 +32,11 @@ extension DiskStore {
         if !state.needsReopen, let identity = state.indexIdentity, FileIdentity(path: indexPath) == identity { return }
         if let index = state.index {
             configuration.logHandler?("the cache directory \(directory.path) was deleted or replaced; creating it again")
-            retireReaders(closing: false)
-            discardPendingAccesses()
-            index.connection.close()
-            state.index = nil
-            state.needsReopen = true
+            replacingIndex {
+                index.connection.close()
+                state.index = nil
+                state.needsReopen = true
+            }
         }
         try Self.makeDirectories(directory)
         let directoriesAreNew = try files.createDirectories()
@@ -50,26 +45,12 @@ extension DiskStore {
         setIndexIdentity(FileIdentity(path: indexPath), in: &state)
         state.needsReopen = false
         state.statistics.directoryRecreations += 1
-        lastDirectoryCheck.store(Self.monotonicNanoseconds(), ordering: .relaxed)
-    }
-
-    /// For the read path: looks at the directory when the last look is older than
-    /// ``directoryCheckInterval``, and opens the index again if it changed.
-    func checkDirectoryIfDue() throws {
-        let now = Self.monotonicNanoseconds()
-        let last = lastDirectoryCheck.load(ordering: .relaxed)
-        guard now &- last >= Self.directoryCheckInterval else { return }
-        // One thread looks; the others go on.
-        guard lastDirectoryCheck.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged else { return }
-        let identity = indexIdentityCopy.withLock { $0 }
-        guard FileIdentity(path: indexPath) != identity else { return }
-        try state.withLock { try reopenIfDirectoryChanged(&$0) }
     }
 
     /// Records the identity of the index file just opened (call with the writer's lock held).
     func setIndexIdentity(_ identity: FileIdentity?, in state: inout State) {
         state.indexIdentity = identity
-        indexIdentityCopy.withLock { $0 = identity }
+        readers.indexOpened(identity)
     }
 
     /// Creates `directory` (and its parents) owner-only if it is missing.
@@ -83,11 +64,5 @@ extension DiskStore {
             throw StorageError.io(operation: "creating directory", path: directory.path, reason: reason, cause: error)
         }
         try BlobFiles.makeDirectory(directory.path)
-    }
-
-    static func monotonicNanoseconds() -> UInt64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC_COARSE, &time)
-        return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
     }
 }

@@ -12,10 +12,8 @@ extension DiskStore {
         var total = 0
         while true {
             let batch: (count: Int, files: [String]) = try withLiveIndex { state, index in
-                let batch = try index.connection.transaction {
-                    try flushAccesses(index: index)  // renewed lifetimes first
-                    return try index.deleteExpired(now: now, limit: Self.batchSize)
-                }
+                // Renewed lifetimes first.
+                let batch = try withWriteTransaction(index) { _ in try index.deleteExpired(now: now, limit: Self.batchSize) }
                 state.statistics.expirations += batch.count
                 for key in batch.keys { state.recordRemoval(key, .expired) }
                 return (batch.count, batch.files)
@@ -40,9 +38,8 @@ extension DiskStore {
     func trim(count: Int, size: Int) throws {
         let now = configuration.now().milliseconds
         let removed: [String] = try withLiveIndex { state, index in
-            return try index.connection.transaction {
-                try flushAccesses(index: index)
-                return try Self.shrink(
+            try withWriteTransaction(index) { _ in
+                try Self.shrink(
                     &state, index: index, now: now, toCount: count, toSize: size, keeping: nil, s3fifo: s3fifoContext())
             }
         }
@@ -50,16 +47,18 @@ extension DiskStore {
     }
 
     func evictIfNeeded(
-        _ state: inout State, index: DiskIndex, now: Int64, keeping key: String, pending: DiskIndex.Measure = .init()
+        _ state: inout State, in transaction: WriteTransaction, now: Int64, keeping key: String,
+        pending: DiskIndex.Measure = .init()
     ) throws -> [String] {
+        let index = transaction.index
         let countLimit = self.countLimit, sizeLimit = self.sizeLimit
         let chargeLimit = Self.chargeLimit(forSizeLimit: sizeLimit)
         let totals = try index.totals()
         guard totals.count > countLimit || totals.size > sizeLimit || totals.charge > chargeLimit else { return [] }
         // Every read logged so far counts first: under LRU the victims are the least recently
         // used, under S3-FIFO the counters decide (a write leaves the reads before it pending;
-        // under LRU with numbers reserved below its own).
-        try flushAccesses(index: index)
+        // under LRU with the numbers below its own).
+        try transaction.rankLoggedReads()
         let ratio = configuration.overflowTrimRatio
         let targetCount = totals.count > countLimit ? trimTarget(limit: countLimit, ratio: ratio) : countLimit
         let targetSize = totals.size > sizeLimit ? trimTarget(limit: sizeLimit, ratio: ratio) : sizeLimit
@@ -82,11 +81,11 @@ extension DiskStore {
 
     /// The count limit in force: ``Configuration/countLimit`` until
     /// ``setLimits(countLimit:sizeLimit:)`` changes it.
-    public var countLimit: Int { countLimitValue.load(ordering: .relaxed) }
+    public var countLimit: Int { limits.count.load(ordering: .relaxed) }
 
     /// The size limit in force: ``Configuration/sizeLimit`` until
     /// ``setLimits(countLimit:sizeLimit:)`` changes it.
-    public var sizeLimit: Int { sizeLimitValue.load(ordering: .relaxed) }
+    public var sizeLimit: Int { limits.size.load(ordering: .relaxed) }
 
     /// Changes the limits of the live store (this instance; other stores on the directory keep
     /// theirs). A lowered limit trims at once, expired entries first, then the least recently
@@ -107,18 +106,17 @@ extension DiskStore {
         }
         let now = configuration.now().milliseconds
         let removed: [String] = try withLiveIndex { state, index in
-            if let countLimit { countLimitValue.store(countLimit, ordering: .relaxed) }
-            if let sizeLimit { sizeLimitValue.store(sizeLimit, ordering: .relaxed) }
+            if let countLimit { limits.count.store(countLimit, ordering: .relaxed) }
+            if let sizeLimit { limits.size.store(sizeLimit, ordering: .relaxed) }
             let count = self.countLimit, size = self.sizeLimit
             if sizeLimit != nil { try DiskIndex.applyWALLimit(DiskIndex.walLimit(forSizeLimit: size), to: index.connection) }
-            let removed = try index.connection.transaction {
-                try flushAccesses(index: index)
-                return try Self.shrink(
+            let removed = try withWriteTransaction(index) { _ in
+                try Self.shrink(
                     &state, index: index, now: now, toCount: count, toSize: size,
                     toCharge: Self.chargeLimit(forSizeLimit: size), keeping: nil, s3fifo: s3fifoContext())
             }
             // A lowered limit also bounds the log at once (readers may keep part of it alive).
-            if sizeLimit != nil { withLingeringPaused { _ = try? index.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)") } }
+            if sizeLimit != nil { readers.truncateLog(of: index.connection) }
             return removed
         }
         for name in removed { files.remove(name: name) }

@@ -93,8 +93,8 @@ extension DiskStore {
     public func close() {
         state.withLock { state in
             guard let index = state.index else { return }
-            retireReaders(closing: true)
-            _ = try? index.connection.transaction { try flushAccesses(index: index) }
+            readers.retire(closing: true)
+            _ = try? withWriteTransaction(index) { _ in }
             try? index.connection.transaction { try index.setMeta("dirty", 0) }
             // No background pass may hold the checkpoint lock now: SQLite does not wait for one.
             index.connection.logMonitor?.retire()
@@ -103,7 +103,7 @@ extension DiskStore {
             state.index = nil
             state.needsReopen = false
         }
-        if isCounted.exchange(false, ordering: .relaxed) {
+        if place.isCounted.exchange(false, ordering: .relaxed) {
             Self.openStores.withLock { stores in
                 stores[canonicalDirectory, default: 1] -= 1
                 if stores[canonicalDirectory] == 0 { stores[canonicalDirectory] = nil }
@@ -121,18 +121,14 @@ extension DiskStore {
         let index = try Self.liveIndex(state)
         let path = index.connection.path
         configuration.logHandler?("index \(path) is corrupt (\(error)); emptying it and starting over")
-        retireReaders(closing: false)
         // Readers that open a connection during the reset can find the index emptied and not
-        // yet rebuilt: the generation moves again when it is done, so they read again.
-        readers.withLock { $0.resetsInProgress += 1 }
-        defer {
-            readers.withLockUnchecked { pool in
-                pool.resetsInProgress -= 1
-                pool.generation += 1
-                publishStatus(pool)
-            }
-        }
-        discardPendingAccesses()
+        // yet rebuilt: they read again once it is done.
+        try replacingIndex { try replaceCorruptIndex(&state, index: index) }
+    }
+
+    private func replaceCorruptIndex(_ state: inout State, index: DiskIndex) throws {
+        let configuration = configuration
+        let path = index.connection.path
         index.connection.close()
         state.index = nil
         state.statistics.indexResets += 1

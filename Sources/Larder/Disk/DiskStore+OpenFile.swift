@@ -36,17 +36,14 @@ extension DiskStore {
     public func openValue(forKey key: String) throws -> OpenedValue? {
         for _ in 0..<3 {
             guard let location = try withReader({ try $0.location(forKey: key) }) else {
-                countMiss()
+                record(.miss)
                 return nil
             }
             let now = configuration.now().milliseconds
             if let expires = location.expires, expires <= now {
-                if location.sliding != nil, hasPendingRenewals {
-                    writePendingRenewals()
-                    continue
-                }
+                // A renewal this process logged may keep it alive: then it is read again.
                 guard try removeExpiredEntry(key: key, location: location) else { continue }
-                countMiss()
+                record(.miss)
                 return nil
             }
             if let handle = try openVerified(location, key: key) {
@@ -57,11 +54,11 @@ extension DiskStore {
                     expirationDate: (renewed ?? location.expires).map(Date.init(milliseconds:)), metadata: location.metadata)
             }
             if try drop(key: key, location: location) {
-                countMiss()
+                record(.miss)
                 return nil
             }
         }
-        countMiss()
+        record(.miss)
         return nil
     }
 

@@ -35,6 +35,31 @@ extension DiskStore {
         var sliding: Int64?
     }
 
+    /// Runs `body` on a pooled reader, outside the writer's lock: for an answer about the
+    /// index's contents other than a value read.
+    func withReader<T>(_ body: (DiskIndexReader) throws -> T) throws -> T {
+        try withRecordingReader { reader in (try body(reader), .answer) }
+    }
+
+    /// ``withReader(_:)`` for a value read: `body` also returns what to record in the access
+    /// log. A vanished directory, or a corrupt index, is repaired and the read runs again (see
+    /// ``ReaderPool/withReader(_:reportsContents:recover:)``).
+    func withRecordingReader<T>(_ body: (DiskIndexReader) throws -> (T, AccessLog.Record)) throws -> T {
+        let (result, found) = try readers.withReader(body, reportsContents: { $0.1.reportsContents }) { recovery in
+            try state.withLock { state in
+                switch recovery {
+                case .directoryChanged:
+                    try reopenIfDirectoryChanged(&state)
+                case .corruption(let error, let generation):
+                    guard !readers.isRetired(since: generation) else { return }
+                    try resetCorruptIndex(&state, error: error)
+                }
+            }
+        }
+        record(found)
+        return result
+    }
+
     func foundValue(forKey key: String) throws -> FoundValue? {
         // A concurrent overwrite can replace the file between the lookup and the read; the
         // row check in `drop` notices and the read is tried again with the new row.
@@ -79,18 +104,15 @@ extension DiskStore {
             case .missing:
                 return nil
             case .expired(let location):
-                // A renewal this process logged may keep it alive: write those, then look again.
-                if location.sliding != nil, hasPendingRenewals {
-                    writePendingRenewals()
-                    continue
-                }
+                // A renewal this process logged may keep it alive: then it is not removed, and
+                // read again.
                 guard try removeExpiredEntry(key: key, location: location) else { continue }
                 return nil
             case .found(let found):
                 return found
             case .damaged(let location):
                 if try drop(key: key, location: location) {
-                    countMiss()
+                    record(.miss)
                     return nil
                 }
             }
@@ -113,9 +135,8 @@ extension DiskStore {
         }
         let now = configuration.now().milliseconds
         let outcome: Outcome = try withLiveIndex { _, index in
-            try index.connection.transaction {
-                // Lifetimes this process renewed decide whether the entry is live.
-                if hasPendingRenewals { try flushAccesses(index: index) }
+            // Lifetimes this process renewed decide whether the entry is live.
+            try withWriteTransaction(index, ranking: .renewalsFirst) { _ in
                 guard let location = try index.reads.location(forKey: key) else { return .miss }
                 if let expires = location.expires, expires <= now { return .miss }
                 guard let data = try decode(location, key: key) else { return .damaged(location) }
@@ -131,12 +152,12 @@ extension DiskStore {
             recordHit(rowID: rowID, now: now, renewing: renewed)
             return found
         case .miss:
-            countMiss()
+            record(.miss)
             return nil
         case .damaged(let location):
             // The row was current under the lock, so its bytes are damaged, not replaced.
             _ = try drop(key: key, location: location)
-            countMiss()
+            record(.miss)
             return nil
         }
     }
@@ -182,7 +203,9 @@ extension DiskStore {
     ///   passes `false`; its report lists the entry instead.
     func drop(key: String, location: DiskIndex.Location, isRead: Bool = true) throws -> Bool {
         let removed = try withLiveIndex { state, index in
-            let removed = try index.connection.transaction { try index.deleteIfUnchanged(key: key, location: location) }
+            let removed = try withWriteTransaction(index, ranking: .asNeeded) { _ in
+                try index.deleteIfUnchanged(key: key, location: location)
+            }
             if removed { state.statistics.corruptEntriesDropped += 1 }
             return removed
         }
@@ -202,9 +225,10 @@ extension DiskStore {
     func removeExpiredEntry(key: String, location: DiskIndex.Location) throws -> Bool {
         let now = configuration.now().milliseconds
         let (removed, renewed) = try withLiveIndex { state, index in
-            let (removed, renewed) = try index.connection.transaction { () throws -> (Bool, Bool) in
+            // A sliding lifetime may have been renewed by this process.
+            let ranking: LoggedReads = location.sliding != nil ? .renewalsFirst : .asNeeded
+            let (removed, renewed) = try withWriteTransaction(index, ranking: ranking) { _ throws -> (Bool, Bool) in
                 if location.sliding != nil {
-                    if hasPendingRenewals { try flushAccesses(index: index) }
                     if let current = try index.reads.expiry(forKey: key), let expires = current, expires > now {
                         return (false, true)
                     }
@@ -225,14 +249,13 @@ extension DiskStore {
     /// an access.
     public func containsValue(forKey key: String) throws -> Bool {
         let now = configuration.now().milliseconds
-        for attempt in 0..<2 {
-            guard let expires = try withReader({ try $0.expiry(forKey: key) }) else { return false }
-            if expires.map({ $0 > now }) ?? true { return true }
-            // Expired in the index, unless a renewal this process logged says otherwise.
-            guard attempt == 0, hasPendingRenewals else { return false }
-            writePendingRenewals()
+        guard let expires = try withReader({ try $0.expiry(forKey: key) }) else { return false }
+        if expires.map({ $0 > now }) ?? true { return true }
+        // Expired in the index, unless a renewal this process logged says otherwise.
+        guard case let expiresAgain?? = try withReaderIfRenewalsWaited({ try $0.expiry(forKey: key) }) else {
+            return false
         }
-        return false
+        return expiresAgain.map { $0 > now } ?? true
     }
 
     /// The index's record of `key` — sizes, encoding, dates, metadata — without reading the
@@ -243,8 +266,7 @@ extension DiskStore {
     /// entry within 2 s of its recorded use is not recorded; see ``trim(toDate:by:)``).
     public func attributes(forKey key: String) throws -> Attributes? {
         let now = configuration.now().milliseconds
-        writePendingRenewals()
-        guard let (attributes, expires) = try withReader({ try $0.attributes(forKey: key) }) else { return nil }
+        guard let (attributes, expires) = try withRenewedReader({ try $0.attributes(forKey: key) }) else { return nil }
         if let expires, expires <= now { return nil }
         return attributes
     }
@@ -254,16 +276,14 @@ extension DiskStore {
     /// - Complexity: O(*n*) in the number of entries.
     public func keys() throws -> [String] {
         let now = configuration.now().milliseconds
-        writePendingRenewals()
-        return try withReader { try $0.keys(now: now) }
+        return try withRenewedReader { try $0.keys(now: now) }
     }
 
     /// Every live key that starts with `prefix`, in ascending order (a range scan of the key
     /// index, not a full scan).
     public func keys(withPrefix prefix: String) throws -> [String] {
         let now = configuration.now().milliseconds
-        writePendingRenewals()
-        return try withReader { try $0.keys(withPrefix: prefix, now: now) }
+        return try withRenewedReader { try $0.keys(withPrefix: prefix, now: now) }
     }
 
     /// Stored bytes of all entries (after compression), as recorded in the index.
@@ -279,7 +299,7 @@ extension DiskStore {
     /// Counters since this store was opened, with the current totals.
     public var statistics: Statistics {
         var statistics = state.withLock { $0.statistics }
-        let (hits, misses) = hitAndMissCounts()
+        let (hits, misses) = accessLog.counts
         statistics.hits = hits
         statistics.misses = misses
         if let totals = try? withReader({ try $0.totals() }) {

@@ -21,36 +21,27 @@ extension DiskStore {
         policy.evictionContext(of: self, pending: pending)
     }
 
-    /// Writes logged reads into the index as the policy wants them (see
-    /// ``DiskPolicy/recordReads(_:sequences:index:reserving:)``); returns the last number used
-    /// or reserved.
-    @discardableResult
-    func recordReads(
-        _ accesses: [DiskIndex.Access], sequences: [Int64] = [], index: DiskIndex, reserving: Int64 = 0
-    ) throws -> Int64 {
-        try policy.recordReads(accesses, sequences: sequences, index: index, reserving: reserving)
-    }
-
     /// The write transaction of `row` under S3-FIFO, after the logged reads were recorded
-    /// (`sequence` is the number reserved for the write); returns the blob files to delete.
+    /// (`sequence` is the write's sequence number); returns the blob files to delete.
     func writeS3FIFO(
-        _ row: DiskIndex.Row, sequence: Int64, state: inout State, index: DiskIndex, now: Int64
+        _ row: DiskIndex.Row, sequence: Int64, state: inout State, transaction: WriteTransaction, now: Int64
     ) throws -> [String] {
+        let index = transaction.index
         var obsolete: [String] = []
         let previous = try index.file(forKey: row.key)
         if case let file?? = previous { obsolete.append(file) }
         let rowID = try index.writeRow(row)
         if previous != nil, try index.touchOverwritten(rowID: rowID, sequence: sequence, time: row.created) {
-            obsolete += try evictIfNeeded(&state, index: index, now: now, keeping: row.key)
+            obsolete += try evictIfNeeded(&state, in: transaction, now: now, keeping: row.key)
             return obsolete
         }
         // A new entry: in no queue until the write's evictions are done. Reads logged under its
         // row id were of a removed entry (the write is not committed: nobody has read it yet).
-        discardPendingReads(ofNewRow: rowID)
+        transaction.forgetLoggedReads(ofNewRow: rowID)
         let wasGhost = try index.removeGhost(DiskIndex.ghostDigest(row.key))
         guard let measure = try index.measure(ofRow: rowID) else { return obsolete }
         let context = s3fifoContext(pending: measure)
-        obsolete += try evictIfNeeded(&state, index: index, now: now, keeping: row.key, pending: measure)
+        obsolete += try evictIfNeeded(&state, in: transaction, now: now, keeping: row.key, pending: measure)
         let queue: DiskIndex.Queue
         if wasGhost {
             queue = .main

@@ -75,26 +75,14 @@ extension DiskStore {
         let obsolete: [String]?
         do {
             obsolete = try withLiveIndex { state, index in
-                // Sequence numbers this write reserved for the reads before it, taken back if
-                // it does not commit.
-                var reservation: Int?
-                let obsolete: [String]?
-                do {
-                    obsolete = try index.connection.transaction {
-                        if onlyIfAbsent {
-                            // Lifetimes this process renewed decide whether the entry is live.
-                            if hasPendingRenewals { try flushAccesses(index: index) }
-                            if case let expires? = try index.reads.expiry(forKey: key),
-                               expires.map({ $0 > nowMilliseconds }) ?? true {
-                                return nil
-                            }
-                        }
-                        return try policy.write(
-                            row, in: self, state: &state, index: index, now: nowMilliseconds, reservation: &reservation)
+                // Lifetimes this process renewed decide whether the entry is live.
+                let ranking: LoggedReads = onlyIfAbsent ? .renewalsFirst : .asNeeded
+                let obsolete: [String]? = try withWriteTransaction(index, ranking: ranking) { transaction in
+                    if onlyIfAbsent, case let expires? = try index.reads.expiry(forKey: key),
+                       expires.map({ $0 > nowMilliseconds }) ?? true {
+                        return nil
                     }
-                } catch {
-                    if let reservation { cancelReservation(reservation) }
-                    throw error
+                    return try policy.write(row, in: self, state: &state, transaction: transaction, now: nowMilliseconds)
                 }
                 guard obsolete != nil else { return nil }
                 state.statistics.writes += 1
@@ -118,7 +106,7 @@ extension DiskStore {
     /// goes too and nothing is written to disk.
     private func acceptAndEvict(key: String) throws {
         let removed: (existed: Bool, file: String?) = try withLiveIndex { state, index in
-            let removed = try index.connection.transaction { try index.delete(key: key) }
+            let removed = try withWriteTransaction(index, ranking: .asNeeded) { _ in try index.delete(key: key) }
             state.statistics.writes += 1
             state.statistics.evictions += 1
             state.recordRemoval(key, .evicted)
@@ -133,7 +121,7 @@ extension DiskStore {
     @discardableResult
     public func removeValue(forKey key: String) throws -> Bool {
         let removed: (existed: Bool, file: String?) = try withLiveIndex { state, index in
-            try index.connection.transaction { try index.delete(key: key) }
+            try withWriteTransaction(index, ranking: .asNeeded) { _ in try index.delete(key: key) }
         }
         if let file = removed.file { files.remove(name: file) }
         return removed.existed
@@ -142,8 +130,7 @@ extension DiskStore {
     /// Removes every entry.
     public func removeAll() throws {
         let removed: [String] = try withLiveIndex { state, index in
-            discardPendingAccesses()
-            return try index.connection.transaction { try index.deleteAll().files }
+            try withWriteTransaction(index, ranking: .forgotten) { _ in try index.deleteAll().files }
         }
         for name in removed { files.remove(name: name) }
     }
@@ -170,6 +157,6 @@ extension DiskStore {
         // keeping old snapshots alive) needs this one, which waits for them; otherwise it
         // would only cost the writing thread a copy and two `fdatasync`s.
         guard index.connection.logMonitor?.isOverBound ?? true else { return }
-        withLingeringPaused { _ = try? index.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
+        readers.truncateLog(of: index.connection)
     }
 }

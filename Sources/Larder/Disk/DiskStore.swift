@@ -17,8 +17,8 @@ import Musl
 /// A read writes nothing to the entry's row: it is appended to an in-memory log, in order, and
 /// the log is ranked into the narrow `access` table in batches, so least-recently-used order
 /// follows the order of reads even within one millisecond. A write ranks after the reads logged
-/// before it without ranking them itself: it reserves the sequence numbers below its own for
-/// them (an eviction, and every trim, ranks the log first). While another store, in this
+/// before it without ranking them itself: they are given the sequence numbers below its own
+/// (an eviction, and every trim, ranks the log first). While another store, in this
 /// process or another, has the directory open, a write ranks the log first instead, so that
 /// store sees the reads from then on. Reads run
 /// on a small pool of read-only connections (SQLite's WAL mode lets them proceed in parallel
@@ -48,65 +48,34 @@ import Musl
 ///   checksum and blob file I/O run outside the store's locks; only index writes hold the
 ///   writer's lock, and a read holds only its own pooled connection.
 public final class DiskStore: Sendable {
-    /// The directory the store owns.
-    public let directory: URL
     /// The configuration the store was opened with.
     public let configuration: Configuration
 
     // Internal rather than private so the `DiskStore+…` files can reach them.
+    /// The directory, its index file, and this store's place among the process's open stores.
+    let place: StorePlace
     let files: BlobFiles
     /// The writer: the one read-write connection and what changes with it. A pthread mutex rather
     /// than `Mutex`, so ThreadSanitizer sees it (see ``Locked``); held across SQLite's I/O, so
-    /// it does not spin.
-    let state: Locked<State>
-    /// Read-only connections, checked out one per read so reads on different threads do not
-    /// wait for each other or for the writer, with the log of reads. Most reads take only
-    /// their thread's lane (``lanes``); a read whose lane has no reader for it, or whose lane
-    /// is full, takes this lock too. It spins before it sleeps (``Locked``): its holders never
-    /// wait on anything.
+    /// it does not spin. Every write transaction goes through ``withWriteTransaction(_:ranking:_:)``.
     ///
-    /// Lock order: `readers` may be held while taking a lane's lock, never the reverse.
-    let readers: Locked<ReaderPool>
-    /// Each thread's reader and reads (see ``ReadLane``), by ``currentLaneNumber()``.
-    let lanes: [Locked<ReadLane>]
-    /// The pool's generation, whether it is closed and whether lingering is paused, for the
-    /// lanes (``PoolStatus``): written under the pool's lock, read without it.
-    let poolStatus = Atomic<Int>(0)
-    /// Whether ``sweepLingeringReads()`` is queued: a lingering reader is parked in a lane only
-    /// then (else the pool queues one).
-    let isSweepScheduled = Atomic<Bool>(false)
-    /// The next read's ticket: the order of the reads logged in different lanes.
-    let readTickets = Atomic<UInt64>(0)
-    /// The lanes a read has used, one bit each (``forEachUsedLane(_:)``): a process with one
-    /// reading thread has one lane to look at, not ``ReadLane/count``.
-    let usedLanes = Atomic<Int>(0)
-    /// The time of the oldest read waiting in a lane or in the log, or later (never earlier):
-    /// a read that finds it ``accessFlushDelay`` old gathers the lanes.
-    let oldestUnranked = Atomic<Int64>(.max)
-    /// `index.sqlite` in ``directory``.
-    let indexPath: String
-    /// ``directory`` with symbolic links resolved: the key of ``openStores``.
-    let canonicalDirectory: String
-    /// Open stores of this process per directory (by ``canonicalDirectory``): a write leaves
-    /// the reads before it unranked only while its store is alone on its directory.
-    static let openStores = Locked<[String: Int]>([:])
-    /// Whether this store counts in ``openStores`` (from its opening to ``close()``).
-    let isCounted = Atomic<Bool>(true)
-    /// When a read last looked at the directory (``monotonicNanoseconds()``).
-    let lastDirectoryCheck = Atomic<UInt64>(0)
-    /// A copy of ``State/indexIdentity`` behind a lock of its own, for the read path's look at
-    /// the directory: the writer's lock can be held for milliseconds (a ranking of logged reads).
-    let indexIdentityCopy: Locked<FileIdentity?>
+    /// Lock order: `state` may be held while taking the reader pool's or the access log's locks,
+    /// never the reverse.
+    let state: Locked<State>
+    /// Read-only connections, one borrowed per read, outside the writer's lock.
+    let readers: ReaderPool
+    /// Hits and misses, and the reads waiting to be written into the index.
+    let accessLog: AccessLog
     /// Where the storage that created the store hears of evictions and expirations.
     let removals: RemovalReporter<String>?
     /// The limits in force: the configuration's until ``setLimits(countLimit:sizeLimit:)``
     /// changes them (stored under the writer's lock, read without it).
-    let countLimitValue: Atomic<Int>
-    let sizeLimitValue: Atomic<Int>
+    let limits: Limits
+
+    /// The directory the store owns.
+    public var directory: URL { place.url }
 
     /// The writer's state. `index` is `nil` once the store is closed.
-    ///
-    /// Lock order: `state` may be held while taking `readers`, never the reverse.
     struct State {
         var index: DiskIndex?
         /// The device and inode of `index.sqlite` when it was opened: a path that no longer
@@ -125,90 +94,50 @@ public final class DiskStore: Sendable {
             if recordsRemovals { removalEvents.append((key, kind)) }
         }
         var writesSinceCheckpoint = 0
-        /// Every counter but hits and misses (those are in ``ReadLog``).
+        /// Every counter but hits and misses (those are in ``AccessLog``).
         var statistics = Statistics()
     }
 
-    /// Idle read connections. A reset of a corrupt index or `close()` bumps `generation` or
-    /// sets `isClosed`, so a connection checked out before is closed on its return instead of
-    /// going back into the pool.
-    ///
-    /// Invariants: every reader in `idle` (or parked in a lane) is of the current `generation`
-    /// or is dropped when taken; at most ``DiskStore/idleReaderLimit`` are idle; while
-    /// `lingerPauses` is above 0 no reader goes back keeping a snapshot; and a reader answers
-    /// with contents only while its directory exists (``PooledReader/isDirectoryGone``).
-    struct ReaderPool {
-        var idle: [PooledReader] = []
-        var generation = 0
-        /// Resets of the index under way (see ``resetCorruptIndex(_:error:)``): a read that
-        /// fails meanwhile may have seen the index emptied but not yet rebuilt.
-        var resetsInProgress = 0
-        var isClosed = false
-        /// Checkpoints under way that wait for readers: no reader keeps a snapshot meanwhile
-        /// (see ``DiskStore/withLingeringPaused(_:)``).
-        var lingerPauses = 0
-        /// How long after a reader came back lingering ``DiskStore/sweepLingeringReads()``
-        /// runs (seconds; tests lengthen it).
-        var sweepDelay = DiskStore.lingerLimit
-        /// Hit and miss counts and the reads waiting to be ranked in `access`.
-        var log = ReadLog()
-        /// The ticket counter (``DiskStore/readTickets``) at the last gathering of the lanes
-        /// (``DiskStore/gatherLanes(_:)``): the reads still in lanes have tickets from here on.
-        var gatheredTickets: UInt64 = 0
+    /// The count and size limits in force.
+    final class Limits: Sendable {
+        let count: Atomic<Int>
+        let size: Atomic<Int>
+
+        init(count: Int, size: Int) {
+            self.count = Atomic(count)
+            self.size = Atomic(size)
+        }
     }
 
-    /// Reads since the last flush, in the order they happened: their order (not their
-    /// millisecond) decides least-recently-used order once they are ranked.
-    ///
-    /// Invariants: `pending` is in read order (the lanes are gathered in ticket order);
-    /// `reservedSequences` numbers a prefix of `pending`, one each; `pendingRows` holds every
-    /// row id of `pending` (or is full); `oldestPending` is no later than the oldest pending
-    /// read. Reads leave it only under the writer's lock (ranked, or forgotten by a reset).
-    struct ReadLog {
-        var hits = 0
-        var misses = 0
-        var pending: [DiskIndex.Access] = []
-        /// The distinct rows of `pending`, counted up to ``DiskStore/accessFlushCount``.
-        var pendingRows = PendingRows()
-        /// The sequence numbers that writes reserved for the first `reservedSequences.count`
-        /// pending reads (one per read, in order): a write of this process ranks after the
-        /// reads logged before it without ranking them itself (see
-        /// ``DiskStore/reserveSequence(index:)``).
-        var reservedSequences: [Int64] = []
-        /// Sliding lifetimes renewed by logged reads, written with their ranking.
-        var extensions: [DiskIndex.Extension] = []
-        var oldestPending: Int64?
-        /// Whether a ranking of the log is queued or running on Larder's I/O queue.
-        var isRankingInBackground = false
+    /// Where a store lives: its directory, `index.sqlite` in it, and the directory's canonical
+    /// path, under which the process counts its open stores (``isAloneOnDirectory(_:)``).
+    final class StorePlace: Sendable {
+        let url: URL
+        let indexPath: String
+        /// ``url`` with symbolic links resolved: the key of ``DiskStore/openStores``.
+        let canonicalPath: String
+        /// Whether this store counts in ``DiskStore/openStores`` (from its opening to `close()`).
+        let isCounted = Atomic<Bool>(true)
+
+        init(_ url: URL) {
+            self.url = url
+            indexPath = url.appendingPathComponent("index.sqlite").path
+            canonicalPath = DiskStore.canonicalPath(url.path)
+        }
     }
 
-    /// Recorded reads wait in memory until they name this many distinct rows… (A ranking
-    /// rewrites the pages of `access` its reads touch: 4,096 reads of a 15,000-entry index share
-    /// most pages, which made a ranked read cost about half what it did at 512. And each ranking
-    /// commits, which makes every pooled reader drop its page cache and fetch its pages again:
-    /// at 16,384 rather than 4,096, one thread read a 40,000-entry index 1.95x as fast, two
-    /// threads 1.41x.)
-    static let accessFlushCount = 16_384
-    /// …or this many reads are pending (a ranking writes each row once, at its last read, so
-    /// reads of a hot set cost it little: four reads of each row cost a quarter of what four
-    /// rankings of one read each would)…
-    static let accessFlushReads = 4 * accessFlushCount
-    /// …or the oldest has waited this long (milliseconds), or an eviction or trim needs them
-    /// (or a write, while another store has the directory open).
-    static let accessFlushDelay: Int64 = 2_000
-    /// A reader that finds this many reads waiting while a background ranking runs ranks them
-    /// itself, so the log cannot outgrow the ranking.
-    static let accessInlineBacklog = 2 * accessFlushReads
-    /// At most this many unranked reads are kept when flushing them keeps failing (another
-    /// process holding the write lock); older ones are dropped.
-    static let accessBacklogLimit = 4 * accessFlushReads
-    /// The longest a pooled reader keeps one snapshot (seconds; see
-    /// ``DiskIndexReader/startRead(lingering:now:)``), and the delay after which idle readers
-    /// end theirs.
-    static let lingerLimit = 0.010
-    /// Idle read connections kept in the pool, besides the one parked in each lane
-    /// (``ReadLane``); more are opened while more threads read at once.
-    static let idleReaderLimit = 4
+    /// Open stores of this process per directory (by ``StorePlace/canonicalPath``): a write
+    /// leaves the reads before it unranked only while its store is alone on its directory.
+    static let openStores = Locked<[String: Int]>([:])
+
+    /// The directory with symbolic links resolved.
+    var canonicalDirectory: String { place.canonicalPath }
+    /// `index.sqlite` in ``directory``.
+    var indexPath: String { place.indexPath }
+
+    /// How long two reads of an S3-FIFO entry may be apart for the second to count for nothing
+    /// (milliseconds): the access log's own delay, within which its reads are written anyway.
+    static let accessFlushDelay = AccessLog.flushDelay
     /// Rows deleted per statement when expiring or evicting.
     static let batchSize = 256
     /// Every this many write transactions, a log still a quarter past its bound (see
@@ -237,25 +166,24 @@ public final class DiskStore: Sendable {
     init(directory: URL, configuration: Configuration, removals: RemovalReporter<String>?) throws {
         self.removals = removals
         try configuration.validate()
-        countLimitValue = Atomic(configuration.countLimit)
-        sizeLimitValue = Atomic(configuration.sizeLimit)
-        self.directory = directory.standardizedFileURL
+        limits = Limits(count: configuration.countLimit, size: configuration.sizeLimit)
+        let url = directory.standardizedFileURL
         self.configuration = configuration
-        self.files = BlobFiles(root: self.directory, durable: configuration.durability == .durable)
+        self.files = BlobFiles(root: url, durable: configuration.durability == .durable)
 
-        try Self.makeDirectories(self.directory)
+        try Self.makeDirectories(url)
         let directoriesAreNew = try files.createDirectories()
 
-        indexPath = self.directory.appendingPathComponent("index.sqlite").path
-        canonicalDirectory = Self.canonicalPath(self.directory.path)
+        place = StorePlace(url)
         let (index, needsSweep) = try Self.openIndex(
-            in: self.directory, configuration: configuration, directoriesAreNew: directoriesAreNew)
-        let identity = FileIdentity(path: indexPath)
+            in: url, configuration: configuration, directoriesAreNew: directoriesAreNew)
+        let identity = FileIdentity(path: place.indexPath)
         state = Locked(State(index: index, indexIdentity: identity))
-        indexIdentityCopy = Locked(identity)
-        readers = Locked(ReaderPool(), spinsBeforeSleeping: true)
-        lanes = (0..<ReadLane.count).map { _ in Locked(ReadLane(), ownsCacheLines: true) }
-        Self.openStores.withLock { $0[canonicalDirectory, default: 0] += 1 }
+        readers = ReaderPool(
+            directory: url.path, indexPath: place.indexPath, busyTimeout: configuration.busyTimeout,
+            countsLookups: Self.policy(for: configuration.policy).countsLookups, indexIdentity: identity)
+        accessLog = AccessLog(ranksInBackground: configuration.ranksReadsInBackground)
+        Self.openStores.withLock { $0[place.canonicalPath, default: 0] += 1 }
         if needsSweep {
             // Holds the store until the sweep is done. Not `[weak self]`: a weak reference gives
             // the store a side table for good, and every later retain and release of it (one
@@ -307,7 +235,7 @@ public final class DiskStore: Sendable {
 
     private func withIndexLocked<T>(_ body: (inout State) throws -> sending T) throws -> sending T {
         try state.withLock { state in
-            endIdleLingeringReads()
+            readers.endLingering()
             try reopenIfDirectoryChanged(&state)
             do {
                 return try body(&state)

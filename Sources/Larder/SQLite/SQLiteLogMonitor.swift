@@ -111,6 +111,14 @@ final class SQLiteLogMonitor: @unchecked Sendable {
         isPending.store(false, ordering: .releasing)
     }
 
+    /// Whether a background pass is queued or running.
+    var hasPassPending: Bool { isPending.load(ordering: .acquiring) }
+
+    /// Returns once a background pass under way (if any) has ended.
+    func waitForPassUnderWay() {
+        background.withLock { _ in }
+    }
+
     /// Closes the background connection (waiting for a pass under way) and runs no more passes.
     func retire() {
         background.withLock { background in
@@ -138,6 +146,23 @@ extension SQLiteConnection {
     func installLogMonitor(_ monitor: SQLiteLogMonitor) {
         logMonitor = monitor
         sqlite3_wal_hook(handle, logMonitorHook, Unmanaged.passUnretained(monitor).toOpaque())
+    }
+
+    /// A `TRUNCATE` checkpoint: copies the whole log into the database and starts it over,
+    /// waiting up to the busy timeout for readers of older snapshots. SQLite does not wait for
+    /// another checkpoint holding the checkpoint lock (a background pass of ``logMonitor``, which
+    /// a loaded machine can stall for seconds): it answers busy at once; then this waits for
+    /// the pass and tries again. Best effort: returns whether the log was started over.
+    ///
+    /// Related SQLite documentation: <https://www.sqlite.org/c3ref/wal_checkpoint_v2.html>
+    @discardableResult
+    func checkpointTruncating() -> Bool {
+        for _ in 0..<3 {
+            let code = sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_TRUNCATE, nil, nil)
+            guard code == SQLITE_BUSY, let logMonitor, logMonitor.hasPassPending else { return code == SQLITE_OK }
+            logMonitor.waitForPassUnderWay()
+        }
+        return false
     }
 
     /// A passive checkpoint of the log (copies what no reader still needs, waits for no one);

@@ -11,6 +11,12 @@ final class Counters: Sendable {
     let decodingFailures = Atomic<Int>(0)
     let loads = Atomic<Int>(0)
     let loadStoreFailures = Atomic<Int>(0)
+    let staleServed = Atomic<Int>(0)
+    let softTimeouts = Atomic<Int>(0)
+    let hardTimeouts = Atomic<Int>(0)
+    let loadFailures = Atomic<Int>(0)
+    let refreshesStarted = Atomic<Int>(0)
+    let refreshFailures = Atomic<Int>(0)
     /// One set per byte tier, in the storage's order.
     private let byteTiers: [(id: StorageTier, counters: TierCounters)]
 

@@ -75,8 +75,10 @@ extension Storage where Value: Sendable {
     nonisolated(nonsending) func removeFromTiers(fasterThan position: Int, key: Key) async {
         for faster in self.tiers[..<position] where !(faster is any SharedCacheTier) {
             _ = try? await removeBytes(forKey: key.cacheKey, from: faster)
+            try? await dropStaleCopy(forKey: key, from: faster)
         }
         memory.removeValue(forKey: key)
+        dropStaleCopyInMemory(forKey: key)
     }
 
     /// Removes the value for `key` from `tiers`, slowest first.
@@ -106,10 +108,14 @@ extension Storage where Value: Sendable {
                 removed = true
                 emit(.removed, key.cacheKey, tier.tierID)
             }
+            try await dropStaleCopy(forKey: key, from: tier)
         }
-        if tiers.includesMemory, memory.removeValue(forKey: key) {
-            removed = true
-            emit(.removed, key.cacheKey, .memory)
+        if tiers.includesMemory {
+            if memory.removeValue(forKey: key) {
+                removed = true
+                emit(.removed, key.cacheKey, .memory)
+            }
+            dropStaleCopyInMemory(forKey: key)
         }
         return removed
     }
@@ -124,6 +130,8 @@ extension Storage where Value: Sendable {
         // With a shared tier, a local copy bounded to nothing (localCopyMaxAge zero) is not kept.
         let keepsLocalCopies = !hasSharedTiers
             || localExpiry.map { !($0.expirationDate(from: now()).map { $0 <= now() } ?? false) } ?? true
+        // The tier an insert-if-absent already wrote loses its stale copy too.
+        if let skipped, staleCopies != nil { try await dropStaleCopy(forKey: key, from: self.tiers[skipped]) }
         for position in self.tiers.indices.reversed()
         where position != skipped && !(self.tiers[position] is any SharedCacheTier) {
             let tier = self.tiers[position]
@@ -136,6 +144,7 @@ extension Storage where Value: Sendable {
                 } else if try await removeBytes(forKey: key.cacheKey, from: tier) {
                     emit(.removed, key.cacheKey, tier.tierID)
                 }
+                try await dropStaleCopy(forKey: key, from: tier)
             } catch {
                 counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
                 await removeFromTiers(fasterThan: position, key: key)
@@ -147,6 +156,7 @@ extension Storage where Value: Sendable {
         } else if memory.removeValue(forKey: key) {
             emit(.removed, key.cacheKey, .memory)
         }
+        dropStaleCopyInMemory(forKey: key)
     }
 
     /// Whether any of `tiers` holds a live value for `key`.
@@ -179,7 +189,7 @@ extension Storage where Value: Sendable {
             }
             found.formUnion((try? await tier.keys(withPrefix: prefix)) ?? [])
         }
-        return found.sorted()
+        return withoutStaleCopyKeys(found.sorted())
     }
 
     /// Removes every value from `tiers`, slowest first.
@@ -228,6 +238,8 @@ extension Storage where Value: Sendable {
     /// failure of a shared tier is a miss: counted, never thrown).
     nonisolated(nonsending) func walkTiers(forKey key: Key, tiers: StorageTiers, failedSharedTiers: Locked<Set<StorageTier>>?) async throws -> Entry? {
         try checkNamesATier(tiers)
+        // Before the token: an invalidation from here on skips the promotion of what is read.
+        if localCopyGuard != nil { guardLocalCopies(of: key) }
         let token = turns.token(for: key)
         let sharedToken = sharedTurns.token(for: key)
         for (position, tier) in self.tiers.enumerated() where tiers.contains(tier.tierID) {

@@ -75,15 +75,18 @@ extension Storage {
         if self.tiers.isEmpty {
             let value = memory.takeValue(forKey: key)
             if value != nil { emit(.removed, key.cacheKey, .memory) }
+            dropStaleCopyInMemory(forKey: key)
             return value
         }
         let taken: Taken = try turns.withTurn(key) {
             var taken = Taken()
             for tier in localTiers.reversed() where tiers.contains(tier.tierID) {
+                try dropStaleCopy(forKey: key, in: tier)
                 guard let found = try tier.takeEntry(forKey: key.cacheKey) else { continue }
                 emit(.removed, key.cacheKey, tier.tierID)
                 if taken.bytes == nil { taken.bytes = found }
             }
+            if tiers.includesMemory { dropStaleCopyInMemory(forKey: key) }
             if tiers.includesMemory, let value = memory.takeValue(forKey: key) {
                 emit(.removed, key.cacheKey, .memory)
                 taken.value = value
@@ -209,6 +212,7 @@ extension Storage where Value: Sendable {
         let taken: Taken = try await sharedTurns.withTurn(key) { () async throws -> Taken in
             var taken = Taken()
             for tier in self.tiers.reversed() where tiers.contains(tier.tierID) && tier is any SharedCacheTier {
+                try? await dropStaleCopy(forKey: key, from: tier)
                 guard let found = try? await tier.takeEntry(forKey: key.cacheKey) else { continue }
                 emit(.removed, key.cacheKey, tier.tierID)
                 if taken.bytes == nil { taken.bytes = found }
@@ -216,10 +220,12 @@ extension Storage where Value: Sendable {
             return try await turns.withTurn(key) { () async throws -> Taken in
                 for tier in self.tiers.reversed()
                 where tiers.contains(tier.tierID) && !(tier is any SharedCacheTier) {
+                    try await dropStaleCopy(forKey: key, from: tier)
                     guard let found = try await takeBytes(forKey: key.cacheKey, from: tier) else { continue }
                     emit(.removed, key.cacheKey, tier.tierID)
                     if taken.bytes == nil { taken.bytes = found }
                 }
+                if tiers.includesMemory { dropStaleCopyInMemory(forKey: key) }
                 if tiers.includesMemory, let value = memory.takeValue(forKey: key) {
                     emit(.removed, key.cacheKey, .memory)
                     taken.value = value

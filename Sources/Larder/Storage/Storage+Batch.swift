@@ -19,6 +19,13 @@ extension Storage where Value: Sendable {
     /// that a ``BatchReadingCacheTier`` (a remote cache) is asked once for all of them. A shared
     /// tier's failure makes its keys misses, as in every async read.
     public func values(forKeys keys: [Key], tiers: StorageTiers? = nil) async throws -> [Key: Value] {
+        try await values(forKeys: keys, tiers: tiers, failedSharedTiers: nil)
+    }
+
+    /// ``values(forKeys:tiers:)`` that also reports the shared tiers whose read failed.
+    nonisolated(nonsending) func values(
+        forKeys keys: [Key], tiers: StorageTiers?, failedSharedTiers: Locked<Set<StorageTier>>?
+    ) async throws -> [Key: Value] {
         let tiers = tiers ?? configuration.defaultTiers
         var found: [Key: Value] = [:]
         found.reserveCapacity(keys.count)
@@ -50,7 +57,15 @@ extension Storage where Value: Sendable {
         guard !missingKeys.isEmpty else { return found }
         guard self.tiers.contains(where: { tiers.contains($0.tierID) && $0 is any BatchReadingCacheTier }) else {
             for key in missingKeys {
-                if let entry = try await entryAfterMemoryMiss(forKey: key, tiers: tiers) { found[key] = entry.value }
+                if let failedSharedTiers, !allTiersLocal {
+                    if tiers.includesMemory, let hit = memory.entry(forKey: key) {
+                        found[key] = hit.value
+                    } else if let entry = try await walkTiers(forKey: key, tiers: tiers, failedSharedTiers: failedSharedTiers) {
+                        found[key] = entry.value
+                    }
+                } else if let entry = try await entryAfterMemoryMiss(forKey: key, tiers: tiers) {
+                    found[key] = entry.value
+                }
             }
             return found
         }
@@ -60,12 +75,13 @@ extension Storage where Value: Sendable {
         let promotes = tiers.includesMemory || localTiers.contains { tiers.contains($0.tierID) }
         // Taken before any read, so that a write meanwhile keeps an older value out of memory
         // and its bytes from being removed as undecodable.
+        if localCopyGuard != nil { for key in missingKeys { guardLocalCopies(of: key) } }
         let tokens = missingKeys.map { turns.token(for: $0) }
         let sharedTokens = promotes ? missingKeys.map { sharedTurns.token(for: $0) } : nil
         var pending = Array(missingKeys.indices)
         for (position, tier) in self.tiers.enumerated() where tiers.contains(tier.tierID) && !pending.isEmpty {
             let tierCounters = counters.tier(tier.tierID)
-            let read = try await batchRead(pending.map { missingCacheKeys[$0] }, from: tier)
+            let read = try await batchRead(pending.map { missingCacheKeys[$0] }, from: tier, failedSharedTiers: failedSharedTiers)
             tierCounters.misses.add(pending.count - read.count, ordering: .relaxed)
             guard !read.isEmpty else { continue }
             var stillMissing: [Int] = []
@@ -100,12 +116,15 @@ extension Storage where Value: Sendable {
 
     /// The entries `tier` holds for `cacheKeys`: in one call from a batch-reading tier, key by key
     /// from any other; a shared tier's failure is counted and read as misses.
-    nonisolated(nonsending) private func batchRead(_ cacheKeys: [String], from tier: any CacheTier) async throws -> [String: TierEntry] {
+    nonisolated(nonsending) private func batchRead(
+        _ cacheKeys: [String], from tier: any CacheTier, failedSharedTiers: Locked<Set<StorageTier>>?
+    ) async throws -> [String: TierEntry] {
         if let batching = tier as? any BatchReadingCacheTier {
             do {
                 return try await batching.entries(forKeys: cacheKeys)
             } catch {
                 counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
+                failedSharedTiers?.withLock { _ = $0.insert(tier.tierID) }
                 return [:]
             }
         }
@@ -116,6 +135,7 @@ extension Storage where Value: Sendable {
                 read[cacheKey] = try await bytes(forKey: cacheKey, in: tier)
             } catch where isShared {
                 counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
+                failedSharedTiers?.withLock { _ = $0.insert(tier.tierID) }
             }
         }
         return read

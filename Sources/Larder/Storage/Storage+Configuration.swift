@@ -29,6 +29,16 @@ extension Storage {
         /// Where every tier the storage creates reports what it recovers from, replacing the
         /// tiers' own handlers when set. Defaults to `nil`: each tier keeps its own.
         public var logHandler: (@Sendable (String) -> Void)?
+        /// The options of every get-or-load call that passes none: fail-safe, timeouts,
+        /// refresh ahead. Defaults to `LoadOptions()`: all off.
+        ///
+        /// Its ``LoadOptions/maxStale`` also decides whether the storage keeps stale copies at
+        /// all: only then may a call use fail-safe, and only then do writes and removals drop
+        /// stale copies (a cost the storage pays only when it asks for them).
+        public var loading: LoadOptions
+        /// The clock get-or-load's soft and hard timeouts are measured on. Defaults to
+        /// `ContinuousClock()`; a test can give a clock it advances itself.
+        public var loadClock: any Clock<Duration>
 
         /// Creates a configuration; every parameter has the documented default.
         public init(
@@ -37,7 +47,9 @@ extension Storage {
             disk: DiskStore.Configuration = .init(),
             defaultTiers: StorageTiers = .all,
             now: (@Sendable () -> Date)? = nil,
-            logHandler: (@Sendable (String) -> Void)? = nil
+            logHandler: (@Sendable (String) -> Void)? = nil,
+            loading: LoadOptions = .init(),
+            loadClock: any Clock<Duration> = ContinuousClock()
         ) {
             self.memory = memory
             self.directory = directory
@@ -45,6 +57,8 @@ extension Storage {
             self.defaultTiers = defaultTiers
             self.now = now
             self.logHandler = logHandler
+            self.loading = loading
+            self.loadClock = loadClock
         }
 
         /// The memory configuration with the storage-wide clock applied.
@@ -69,14 +83,25 @@ extension Storage {
         public var value: Value
         /// The tier the value came from.
         public var tier: StorageTier
-        /// When the entry expires, or `nil` if it never does.
+        /// When the entry expires, or `nil` if it never does. For a stale entry, when its stale
+        /// copy is dropped (its expiry plus ``LoadOptions/maxStale``).
         public var expirationDate: Date?
+        /// Whether the value is a stale copy, past its expiry, that get-or-load returned because
+        /// the loader failed or exceeded its timeout (fail-safe). Plain reads never return one.
+        public var isStale: Bool = false
 
         @usableFromInline
         init(value: Value, tier: StorageTier, expirationDate: Date?) {
             self.value = value
             self.tier = tier
             self.expirationDate = expirationDate
+        }
+
+        init(staleValue value: Value, tier: StorageTier, expirationDate: Date?) {
+            self.value = value
+            self.tier = tier
+            self.expirationDate = expirationDate
+            self.isStale = true
         }
     }
 
@@ -89,6 +114,12 @@ extension Storage {
         statistics.decodingFailures = counters.decodingFailures.load(ordering: .relaxed)
         statistics.loads = counters.loads.load(ordering: .relaxed)
         statistics.loadStoreFailures = counters.loadStoreFailures.load(ordering: .relaxed)
+        statistics.staleServed = counters.staleServed.load(ordering: .relaxed)
+        statistics.softTimeouts = counters.softTimeouts.load(ordering: .relaxed)
+        statistics.hardTimeouts = counters.hardTimeouts.load(ordering: .relaxed)
+        statistics.loadFailures = counters.loadFailures.load(ordering: .relaxed)
+        statistics.refreshesStarted = counters.refreshesStarted.load(ordering: .relaxed)
+        statistics.refreshFailures = counters.refreshFailures.load(ordering: .relaxed)
         let memoryStatistics = memory.statistics
         var memoryFigures = TierStatistics()
         memoryFigures.hits = ownerCounts.hits

@@ -24,10 +24,59 @@ extension Storage where Value: Sendable {
         return .date(min(requested ?? bound, bound))
     }
 
+    // MARK: - Pushed invalidations
+
+    /// Registers `key` with the tiers that push invalidations, before a read or write through
+    /// them may leave a local copy (see ``InvalidatingCacheTier``); the first call installs the
+    /// storage's listeners.
+    func guardLocalCopies(of key: Key) {
+        guard let localCopyGuard else { return }
+        localCopyGuard.register(key) {
+            for tier in localCopyGuard.tiers {
+                tier.addInvalidationListener { [weak self] invalidation in
+                    self?.dropLocalCopies(invalidation)
+                }
+            }
+        }
+    }
+
+    /// Drops the local copies an invalidation names: at once from memory (a promotion not yet
+    /// past its check is skipped); then, for a key whose turn was held (a promotion past its
+    /// check may still write) and for the local byte tiers, under the key's turn.
+    func dropLocalCopies(_ invalidation: TierInvalidation) {
+        guard let keys = localCopyGuard?.take(invalidation), !keys.isEmpty else { return }
+        let hasLocalByteTiers = !localTiers.isEmpty
+        var later: [Key] = []
+        for key in keys {
+            let wasHeld = turns.bump(key)
+            if memory.removeValue(forKey: key) { emit(.removed, key.cacheKey, .memory) }
+            // A value changed or removed elsewhere is not served later as this instance's
+            // fail-safe stale copy either.
+            if staleCopies != nil { dropStaleCopyInMemory(forKey: key) }
+            if wasHeld || hasLocalByteTiers { later.append(key) }
+        }
+        guard !later.isEmpty else { return }
+        let local = localTierIDs(in: .all)
+        Task {
+            for key in later {
+                _ = try? await self.turns.withTurn(key) {
+                    try await self.removeLocally(forKey: key, tiers: local)
+                    for tier in self.localTiers { try self.dropStaleCopy(forKey: key, in: tier) }
+                }
+            }
+        }
+    }
+
     /// The shared part of a write: each shared tier named gets the value, each not named loses
     /// it. A failure is counted and the tier's old value is removed if possible; nothing throws.
-    nonisolated(nonsending) func writeShared(_ write: PreparedWrite, forKey key: Key, expiry: Expiry?, tiers: StorageTiers) async {
-        for tier in self.tiers where tier is any SharedCacheTier {
+    ///
+    /// The tiers in `untouched` are left as they are: a shared tier whose read just failed is
+    /// neither written nor cleared (failure is a miss, never a delete of the fleet's value).
+    nonisolated(nonsending) func writeShared(
+        _ write: PreparedWrite, forKey key: Key, expiry: Expiry?, tiers: StorageTiers, untouched: Set<StorageTier> = []
+    ) async {
+        guardLocalCopies(of: key)
+        for tier in self.tiers where tier is any SharedCacheTier && !untouched.contains(tier.tierID) {
             do {
                 if tiers.contains(tier.tierID), let encoded = write.encoded {
                     try await tier.setValue(encoded, forKey: key.cacheKey, expiry: expiry, metadata: nil,
@@ -36,9 +85,11 @@ extension Storage where Value: Sendable {
                 } else if try await tier.removeValue(forKey: key.cacheKey) {
                     emit(.removed, key.cacheKey, tier.tierID)
                 }
+                try await dropStaleCopy(forKey: key, from: tier)
             } catch {
                 counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
                 _ = try? await tier.removeValue(forKey: key.cacheKey)
+                try? await dropStaleCopy(forKey: key, from: tier)
             }
         }
     }
@@ -52,6 +103,7 @@ extension Storage where Value: Sendable {
                     removed = true
                     emit(.removed, key.cacheKey, tier.tierID)
                 }
+                try await dropStaleCopy(forKey: key, from: tier)
             } catch {
                 counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
             }
@@ -60,7 +112,7 @@ extension Storage where Value: Sendable {
     }
 
     /// Marks `key`'s value stale in every leasing tier named and drops the local copies: readers
-    /// of ``value(forKey:tiers:expiry:failureExpiry:orLoad:)`` keep getting the old value from
+    /// of ``value(forKey:tiers:expiry:failureExpiry:options:orLoad:)`` keep getting the old value from
     /// the shared tier while exactly one caller in the fleet recomputes it.
     ///
     /// A failure of a shared tier is counted, never thrown.
@@ -106,14 +158,17 @@ extension Storage where Value: Sendable {
     /// Get-or-load below memory through `leasing`: the local tiers, then a lease-aware read.
     /// The winner runs the loader and fills; others serve a stale value at once or wait for the
     /// fill up to the tier's ``LeasingCacheTier/leaseWaitLimit``, then load without filling.
+    ///
+    /// With `maxStale`, a value loaded here also gets its stale copies (see `Storage+FailSafe`).
     func loadThroughLease(
-        forKey key: Key, tiers: StorageTiers, leasing: any LeasingCacheTier, expiry: Expiry?,
+        forKey key: Key, tiers: StorageTiers, leasing: any LeasingCacheTier, expiry: Expiry?, maxStale: Duration? = nil,
         loader: @escaping @Sendable (Key) async throws -> Value
-    ) async throws -> Value {
+    ) async throws -> Entry {
+        guardLocalCopies(of: key)
         let local = localTierIDs(in: tiers)
         if self.tiers.contains(where: { !($0 is any SharedCacheTier) && local.contains($0.tierID) }),
            let found = try await walkTiers(forKey: key, tiers: local) {
-            return found.value
+            return found
         }
         let position = self.tiers.firstIndex { $0 === leasing }!
         let waitEnd = ContinuousClock.now + leasing.leaseWaitLimit
@@ -129,31 +184,36 @@ extension Storage where Value: Sendable {
                 // Failure is a miss: the loader's value is neither written back to the tier nor
                 // allowed to remove what the fleet shares there.
                 counters.tier(leasing.tierID).errors.add(1, ordering: .relaxed)
-                return try await loadAndStoreLocally(key, tiers: tiers, expiry: expiry, loader: loader)
+                return try await loadAndStoreLocally(key, tiers: tiers, expiry: expiry, maxStale: maxStale, loader: loader)
             }
             switch read {
             case .hit(let found):
                 if let value = decoded(found, from: leasing) {
                     try await promote(found, value, forKey: key, from: position, tiers: tiers, token: token, sharedToken: sharedToken)
-                    return value
+                    return Entry(value: value, tier: leasing.tierID, expirationDate: found.expirationDate)
                 }
-                return try await loadAndStoreLocally(key, tiers: tiers, expiry: expiry, loader: loader)
+                return try await loadAndStoreLocally(key, tiers: tiers, expiry: expiry, maxStale: maxStale, loader: loader)
             case .won(let lease, let stale):
                 if let stale, let value = decoded(stale, from: leasing) {
                     // Serve the stale value now; this caller's lease refreshes it meanwhile.
                     let detachedKey = key
                     Task {
                         _ = try? await self.loadAndFill(
-                            detachedKey, lease: lease, in: leasing, tiers: tiers, expiry: expiry, releasesOnFailure: false, loader: loader)
+                            detachedKey, lease: lease, in: leasing, tiers: tiers, expiry: expiry, maxStale: maxStale,
+                            releasesOnFailure: false, loader: loader)
                     }
-                    return value
+                    return Entry(value: value, tier: leasing.tierID, expirationDate: stale.expirationDate)
                 }
-                return try await loadAndFill(
-                    key, lease: lease, in: leasing, tiers: tiers, expiry: expiry, releasesOnFailure: true, loader: loader)
+                let value = try await loadAndFill(
+                    key, lease: lease, in: leasing, tiers: tiers, expiry: expiry, maxStale: maxStale,
+                    releasesOnFailure: true, loader: loader)
+                return loadedEntry(value, expiry: expiry)
             case .busy(let stale):
-                if let stale, let value = decoded(stale, from: leasing) { return value }
+                if let stale, let value = decoded(stale, from: leasing) {
+                    return Entry(value: value, tier: leasing.tierID, expirationDate: stale.expirationDate)
+                }
                 guard ContinuousClock.now < waitEnd else {
-                    return try await loadAndStoreLocally(key, tiers: tiers, expiry: expiry, loader: loader)
+                    return try await loadAndStoreLocally(key, tiers: tiers, expiry: expiry, maxStale: maxStale, loader: loader)
                 }
                 try await Task.sleep(for: pause)
                 pause = min(pause * 2, .milliseconds(50))
@@ -161,7 +221,7 @@ extension Storage where Value: Sendable {
         }
     }
 
-    private func decoded(_ found: TierEntry, from tier: any CacheTier) -> Value? {
+    func decoded(_ found: TierEntry, from tier: any CacheTier) -> Value? {
         do {
             return try transformer.decode(found.data)
         } catch {
@@ -175,25 +235,29 @@ extension Storage where Value: Sendable {
     /// (logging a refused write). The shared tiers are not touched: failure is a miss, never a
     /// purge of what the fleet shares.
     private func loadAndStoreLocally(
-        _ key: Key, tiers: StorageTiers, expiry: Expiry?, loader: @escaping @Sendable (Key) async throws -> Value
-    ) async throws -> Value {
+        _ key: Key, tiers: StorageTiers, expiry: Expiry?, maxStale: Duration?, loader: @escaping @Sendable (Key) async throws -> Value
+    ) async throws -> Entry {
         let value = try await loader(key)
         counters.loads.add(1, ordering: .relaxed)
         let local = localTierIDs(in: tiers)
-        guard local.includesMemory || self.tiers.contains(where: { local.contains($0.tierID) }) else { return value }
+        guard local.includesMemory || self.tiers.contains(where: { local.contains($0.tierID) }) else {
+            return loadedEntry(value, expiry: expiry)
+        }
         do {
             let write = try prepareWrite(value, expiry: expiry, tiers: local)
             let localExpiry = localCopyExpiry(expiry, sharedTiersIn: tiers)
+            let staleEnd = maxStale.flatMap { staleCopyEnd(expiry: expiry, maxStale: $0) }
             try await sharedTurns.withTurn(key) {
                 try await self.turns.withTurn(key) {
                     try await self.writeLocally(write, value, forKey: key, expiry: expiry, localExpiry: localExpiry, tiers: local)
+                    if let staleEnd { await self.writeStaleCopiesLocally(write, value, forKey: key, until: staleEnd, tiers: local) }
                 }
             }
         } catch {
             counters.loadStoreFailures.add(1, ordering: .relaxed)
             configuration.logHandler?("loaded value for \(key.cacheKey) was not stored: \(error)")
         }
-        return value
+        return loadedEntry(value, expiry: expiry)
     }
 
     /// The lease winner's work: load, store locally, fill the leasing tier under the lease.
@@ -201,9 +265,9 @@ extension Storage where Value: Sendable {
     ///
     /// A loader that throws gives the lease back when `releasesOnFailure` (the key was missing:
     /// other callers are waiting for this fill), so the fleet does not wait out the lease.
-    private func loadAndFill(
+    func loadAndFill(
         _ key: Key, lease: TierLease, in leasing: any LeasingCacheTier, tiers: StorageTiers, expiry: Expiry?,
-        releasesOnFailure: Bool, loader: @escaping @Sendable (Key) async throws -> Value
+        maxStale: Duration?, releasesOnFailure: Bool, loader: @escaping @Sendable (Key) async throws -> Value
     ) async throws -> Value {
         let value: Value
         do {
@@ -238,8 +302,16 @@ extension Storage where Value: Sendable {
             }
             let localTiers = filled ? self.localTierIDs(in: tiers) : StorageTiers([])
             let localExpiry = self.localCopyExpiry(expiry, sharedTiersIn: tiers)
+            let staleEnd = maxStale.flatMap { self.staleCopyEnd(expiry: expiry, maxStale: $0) }
             try await self.turns.withTurn(key) {
                 try await self.writeLocally(write, value, forKey: key, expiry: expiry, localExpiry: localExpiry, tiers: localTiers)
+                // A refused fill means a newer write: no stale copy of this older value.
+                if let staleEnd, filled {
+                    await self.writeStaleCopiesLocally(write, value, forKey: key, until: staleEnd, tiers: self.localTierIDs(in: tiers))
+                }
+            }
+            if let staleEnd, filled {
+                await self.writeStaleCopiesShared(write, forKey: key, until: staleEnd, tiers: StorageTiers([leasing.tierID]))
             }
         }
         return value

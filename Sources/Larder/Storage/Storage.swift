@@ -73,13 +73,24 @@ public final class Storage<Key: CacheKey, Value> {
     /// Each of ``tiers`` as a shared tier, or `nil`, in the same order (cast once, not per call).
     let sharedTierAt: [(any SharedCacheTier)?]
     let turns = KeyTurns<Key>()
+    /// The keys whose local copies an ``InvalidatingCacheTier`` guards (`nil` without one).
+    let localCopyGuard: LocalCopyGuard<Key>?
     /// Per-key turns of the network step of async writes and removals with a shared tier: only
     /// async callers ever wait on them, so no thread blocks on a remote round trip.
     let sharedTurns = KeyTurns<Key>()
-    /// Get-or-load: one loader per key in flight.
-    let loads = RequestCoalescer<Key, LoadedValue<Value>>()
+    /// Get-or-load: one coalesced load per key in flight.
+    let loads = RequestCoalescer<Key, LoadedValue<Entry>>()
+    /// Get-or-load: the loader runs in flight, one per key, which may outlive their callers.
+    let loadRuns = LoadRuns<Key, LoadedValue<Entry>>()
     /// Get-or-load failures remembered for their `failureExpiry`.
     let failures = FailureMemory<Key>()
+    /// Keys whose loader failed while a stale value was served, for `failSafeThrottle`.
+    let failSafeThrottles = FailureMemory<Key>()
+    /// The last load duration of recently loaded keys, for probabilistic early refresh.
+    let loadDurations = LoadDurations<Key>()
+    /// The stale copies of memory's values, when the storage keeps stale copies
+    /// (``LoadOptions/maxStale`` in ``Configuration/loading``); see `Storage+FailSafe.swift`.
+    @usableFromInline let staleCopies: MemoryStore<Key, Value>?
     /// The observers of ``events(bufferSize:)``.
     @usableFromInline let broadcaster: EventBroadcaster
     @usableFromInline let counters: Counters
@@ -142,6 +153,14 @@ public final class Storage<Key: CacheKey, Value> {
         self.soleDiskStore = localTiers.count == 1 ? localTiers[0] as? DiskStore : nil
         self.soleLocalTierCounters = localTiers.count == 1 ? localTierCounters[0] : TierCounters()
         self.sharedTierAt = tiers.map { $0 as? any SharedCacheTier }
+        let invalidating = tiers.compactMap { $0 as? any InvalidatingCacheTier }
+        self.localCopyGuard = invalidating.isEmpty ? nil : LocalCopyGuard(tiers: invalidating)
+        do {
+            try configuration.loading.validate()
+        } catch let error as StorageError {
+            throw StorageError.invalidConfiguration(field: "loading", value: "\(configuration.loading)", reason: error.message)
+        }
+        self.staleCopies = configuration.loading.maxStale == nil ? nil : try MemoryStore(configuration: configuration.effectiveMemory)
     }
 
     /// Creates a storage with a configuration edited by `configure`.
@@ -378,7 +397,7 @@ public final class Storage<Key: CacheKey, Value> {
             for key in memory.keys() where key.cacheKey.hasPrefix(prefix) { found.insert(key.cacheKey) }
         }
         for tier in localTiers where tiers.contains(tier.tierID) {
-            found.formUnion(try tier.keys(withPrefix: prefix))
+            found.formUnion(withoutStaleCopyKeys(try tier.keys(withPrefix: prefix)))
         }
         return found.sorted()
     }
@@ -410,6 +429,7 @@ public final class Storage<Key: CacheKey, Value> {
             throw StorageError(code: .invalidInput, message: "expiry \(expiry) is not a finite time")
         }
         memory.setValue(value, forKey: key, cost: nil, expiry: expiry, forOwner: true)
+        if staleCopies != nil { dropStaleCopyInMemory(forKey: key) }
         if broadcaster.hasObservers { emit(.written, key.cacheKey, .memory) }
     }
 
@@ -434,6 +454,8 @@ public final class Storage<Key: CacheKey, Value> {
         skipping skipped: Int? = nil
     ) throws {
         let cacheKey = key.cacheKey
+        // The tier an insert-if-absent already wrote loses its stale copy too.
+        if let skipped, staleCopies != nil { try dropStaleCopy(forKey: key, in: localTiers[skipped]) }
         for position in localTiers.indices.reversed() where position != skipped {
             let tier = localTiers[position]
             do {
@@ -444,6 +466,7 @@ public final class Storage<Key: CacheKey, Value> {
                 } else if try tier.removeValue(forKey: cacheKey) {
                     emit(.removed, cacheKey, tier.tierID)
                 }
+                try dropStaleCopy(forKey: key, in: tier)
             } catch {
                 counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
                 removeFromTiers(fasterThan: position, key: key)
@@ -455,6 +478,7 @@ public final class Storage<Key: CacheKey, Value> {
         } else if memory.removeValue(forKey: key) {
             emit(.removed, cacheKey, .memory)
         }
+        dropStaleCopyInMemory(forKey: key)
     }
 
     /// What a write needs before it takes the key's turn: caller code (transformer, cost
@@ -487,8 +511,10 @@ public final class Storage<Key: CacheKey, Value> {
     func removeFromTiers(fasterThan position: Int, key: Key) {
         for tier in localTiers[..<position] {
             _ = try? tier.removeValue(forKey: key.cacheKey)
+            try? dropStaleCopy(forKey: key, in: tier)
         }
         memory.removeValue(forKey: key)
+        dropStaleCopyInMemory(forKey: key)
     }
 
     /// Removes the value for `key` from `tiers`, slowest first.
@@ -506,10 +532,14 @@ public final class Storage<Key: CacheKey, Value> {
                     removed = true
                     emit(.removed, key.cacheKey, tier.tierID)
                 }
+                try dropStaleCopy(forKey: key, in: tier)
             }
-            if tiers.includesMemory, memory.removeValue(forKey: key) {
-                removed = true
-                emit(.removed, key.cacheKey, .memory)
+            if tiers.includesMemory {
+                if memory.removeValue(forKey: key) {
+                    removed = true
+                    emit(.removed, key.cacheKey, .memory)
+                }
+                dropStaleCopyInMemory(forKey: key)
             }
             return removed
         }
@@ -534,6 +564,7 @@ public final class Storage<Key: CacheKey, Value> {
         if tiers.includesMemory {
             counts[.memory] = memory.totalCount
             memory.removeAll()
+            staleCopies?.removeAll()
         }
         return counts
     }

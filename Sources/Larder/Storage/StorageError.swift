@@ -43,6 +43,8 @@ public struct StorageError: Error, CustomStringConvertible {
         public static let invalidInput = Code("invalidInput")
         /// The store was closed and cannot be used any more.
         public static let closed = Code("closed")
+        /// An operation gave up after its time limit (get-or-load's ``LoadOptions/hardTimeout``).
+        public static let timeout = Code("timeout")
 
         public var description: String { name }
     }
@@ -83,6 +85,7 @@ public struct StorageError: Error, CustomStringConvertible {
         case .decoding: return "Decoding failed: \(message)"
         case .invalidInput: return "Invalid input: \(message)"
         case .closed: return "The store is closed"
+        case .timeout: return "Timed out: \(message)"
         default: return "\(code.name): \(message)"
         }
     }

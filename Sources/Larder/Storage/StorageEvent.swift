@@ -29,6 +29,20 @@ public struct StorageEvent: Sendable, Hashable, CustomStringConvertible {
         public static let evicted = Kind("evicted")
         /// The tier dropped the value because it expired.
         public static let expired = Kind("expired")
+        /// Get-or-load returned a stale value (fail-safe) because the loader failed or timed
+        /// out; the event's tier is where the stale copy was found.
+        public static let staleServed = Kind("staleServed")
+        /// Get-or-load returned a stale value at its soft timeout (the tier is the stale copy's);
+        /// the loader goes on in the background.
+        public static let softTimeout = Kind("softTimeout")
+        /// Get-or-load gave up at its hard timeout; the tier is the stale copy's it returned, or
+        /// ``StorageTier/loader`` when it had none and threw.
+        public static let hardTimeout = Kind("hardTimeout")
+        /// A hit past its refresh point started a background refresh; the tier is the hit's.
+        public static let refreshStarted = Kind("refreshStarted")
+        /// A background refresh (ahead of expiry, or after a soft timeout) failed; the old
+        /// value stays.
+        public static let refreshFailed = Kind("refreshFailed")
 
         public var description: String { name }
     }

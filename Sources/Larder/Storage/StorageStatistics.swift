@@ -21,6 +21,21 @@ public struct StorageStatistics: Sendable, Hashable {
     public var loads = 0
     /// Loaded values the tiers refused to store (each was still returned).
     public var loadStoreFailures = 0
+    /// Get-or-load calls answered with a stale value (fail-safe, or a soft timeout).
+    public var staleServed = 0
+    /// Get-or-load calls that returned a stale value at their soft timeout while the loader
+    /// went on in the background.
+    public var softTimeouts = 0
+    /// Get-or-load calls that gave up at their hard timeout.
+    public var hardTimeouts = 0
+    /// Loader runs that threw (each counted once, however many callers waited).
+    public var loadFailures = 0
+    /// Background refreshes started ahead of expiry (``LoadOptions/refreshAfter`` or
+    /// ``LoadOptions/earlyRefreshBeta``).
+    public var refreshesStarted = 0
+    /// Background refreshes whose loader threw or whose value was not stored; the old value
+    /// stays.
+    public var refreshFailures = 0
 
     /// The figures of `tier`; zero for a tier the storage does not have.
     public subscript(tier: StorageTier) -> TierStatistics {

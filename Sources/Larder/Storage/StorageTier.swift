@@ -20,6 +20,10 @@ public struct StorageTier: Hashable, Sendable, CustomStringConvertible {
     public static let disk = StorageTier("disk")
     /// A shared remote tier (memcached).
     public static let remote = StorageTier("remote")
+    /// No tier: the value of an ``Storage/Entry`` that get-or-load's loader made in the call
+    /// (``Storage/entry(forKey:tiers:expiry:failureExpiry:options:orLoad:)``), and of a get-or-load
+    /// event that involved no tier. Never a tier of a storage.
+    public static let loader = StorageTier("loader")
 
     public var description: String { name }
 }

@@ -37,3 +37,23 @@ final class FailureMemory<Key: Hashable & Sendable>: Sendable {
         state.withLock { $0[key] = nil }
     }
 }
+
+/// The last load duration of recently loaded keys (the δ of probabilistic early refresh),
+/// bounded in size: when full, the table is emptied and refilled by the next loads.
+final class LoadDurations<Key: Hashable & Sendable>: Sendable {
+    static var capacity: Int { 4_096 }
+    private let state = Locked<[Key: Duration]>([:])
+
+    init() {}
+
+    func record(_ duration: Duration, for key: Key) {
+        state.withLock { durations in
+            if durations.count >= Self.capacity, durations[key] == nil { durations.removeAll(keepingCapacity: true) }
+            durations[key] = duration
+        }
+    }
+
+    func duration(for key: Key) -> Duration? {
+        state.withLock { $0[key] }
+    }
+}

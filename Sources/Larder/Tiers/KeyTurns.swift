@@ -187,6 +187,19 @@ final class KeyTurns<Key: Hashable & Sendable>: Sendable {
         }
     }
 
+    /// Changes `key`'s generation without taking its turn: a promotion whose token was taken
+    /// earlier is skipped (an invalidation pushed by a shared tier).
+    ///
+    /// - Returns: Whether `key`'s turn was held at that moment: only then can a promotion
+    ///   already past its check still write.
+    func bump(_ key: Key) -> Bool {
+        let stripe = Self.stripe(of: key)
+        return state.withLock { state in
+            state.generations[stripe] &+= 1
+            return state.held[key] != nil
+        }
+    }
+
     /// How many callers wait for `key`'s turn (for tests and diagnostics).
     func waiterCount(_ key: Key) -> Int {
         state.withLock { $0.held[key]?.count ?? 0 }

@@ -1,6 +1,6 @@
 /// Runs at most one operation per key at a time in this process, and hands its result to every
 /// caller waiting for that key: the one coalescer of the package, used by
-/// ``Storage/value(forKey:tiers:expiry:failureExpiry:orLoad:)`` and by `ImageCache`.
+/// ``Storage/value(forKey:tiers:expiry:failureExpiry:options:orLoad:)`` and by `ImageCache`.
 ///
 /// Each caller waits on its own continuation, so:
 /// - a caller whose task is cancelled leaves at once with `CancellationError`, and the others

@@ -51,7 +51,7 @@ public enum LeasedRead: Sendable, Hashable {
 /// A ``SharedCacheTier`` with leases: one caller per key across the fleet recomputes a missing
 /// or invalidated value while the others wait or serve the stale value.
 ///
-/// ``Storage/value(forKey:tiers:expiry:failureExpiry:orLoad:)`` uses it on a miss.
+/// ``Storage/value(forKey:tiers:expiry:failureExpiry:options:orLoad:)`` uses it on a miss.
 public protocol LeasingCacheTier: SharedCacheTier {
     /// A read that takes the key's lease when the value is missing or stale and nobody holds it.
     ///

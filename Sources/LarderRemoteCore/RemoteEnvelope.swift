@@ -1,9 +1,9 @@
-#if Memcached
-import Foundation
+#if Memcached || Redis
+package import Foundation
 import Larder
-import NIOCore
+package import NIOCore
 
-/// The bytes Larder stores in memcached for one value: a header that proves whose value it is
+/// The bytes Larder stores in a remote cache (memcached, Redis) for one value: a header that proves whose value it is
 /// and that it arrived whole, then the caller's metadata and the payload.
 ///
 /// Layout (big-endian): magic `"LRDR"` (4), version (1), encoding (1: 0 raw, 1 gzip), key
@@ -12,26 +12,26 @@ import NIOCore
 /// CRC-32C (4) of every other byte of the envelope; then metadata, then the stored payload.
 /// The digest is repeated in the envelope although the memcached key is derived from it, so a
 /// value copied or written under another key is a miss, never another key's value.
-struct RemoteEnvelope: Equatable {
-    static let magic: [UInt8] = Array("LRDR".utf8)
+package struct RemoteEnvelope: Equatable {
+    package static let magic: [UInt8] = Array("LRDR".utf8)
     /// `magic` as a big-endian word.
-    static let magicWord: UInt32 = 0x4C52_4452
-    static let version: UInt8 = 1
-    static let headerLength = 4 + 1 + 1 + 16 + 8 + 4 + 4 + 4
-    static let crcOffset = headerLength - 4
+    package static let magicWord: UInt32 = 0x4C52_4452
+    package static let version: UInt8 = 1
+    package static let headerLength = 4 + 1 + 1 + 16 + 8 + 4 + 4 + 4
+    package static let crcOffset = headerLength - 4
 
-    var keyDigest: KeyDigest
-    var expirationDate: Date?
-    var metadata: Data?
-    var payload: Data
+    package var keyDigest: KeyDigest
+    package var expirationDate: Date?
+    package var metadata: Data?
+    package var payload: Data
 
     /// The first 16 bytes of SHA-256 over the key's UTF-8.
-    static func digest(of key: String) -> KeyDigest {
+    package static func digest(of key: String) -> KeyDigest {
         RemoteKey.withSHA256(of: key) { KeyDigest($0) }
     }
 
     /// Encodes `payload`, gzipped when that helps and `compress` allows.
-    static func encode(
+    package static func encode(
         key: String, payload: Data, expirationDate: Date?, metadata: Data?, compress: Bool
     ) throws -> Data {
         var buffer = ByteBuffer()
@@ -43,7 +43,7 @@ struct RemoteEnvelope: Equatable {
     /// Appends the envelope of `payload` to `buffer` (the bytes memcached stores), for the key
     /// whose 16-byte digest is `digest`; returns the envelope's length.
     @discardableResult
-    static func encode(
+    package static func encode(
         digest: KeyDigest, payload: Data, expirationDate: Date?, metadata: Data?, compress: Bool,
         into buffer: inout ByteBuffer
     ) throws -> Int {
@@ -79,19 +79,19 @@ struct RemoteEnvelope: Equatable {
     }
 
     /// Why bytes were refused.
-    enum Rejection: Error, Equatable {
+    package enum Rejection: Error, Equatable {
         case foreign, truncated, checksum, otherKey, badPayload
     }
 
     /// Decodes and checks bytes read for `key`.
-    static func decode(_ bytes: Data, key: String, maxPayloadLength: Int) -> Result<RemoteEnvelope, Rejection> {
+    package static func decode(_ bytes: Data, key: String, maxPayloadLength: Int) -> Result<RemoteEnvelope, Rejection> {
         let digest = digest(of: key)
         return bytes.withUnsafeBytes { decode($0, digest: digest, maxPayloadLength: maxPayloadLength) }
     }
 
     /// Decodes and checks the bytes read for the key whose 16-byte digest is `digest`, copying
     /// the payload out once.
-    static func decode(
+    package static func decode(
         _ bytes: UnsafeRawBufferPointer, digest: KeyDigest, maxPayloadLength: Int
     ) -> Result<RemoteEnvelope, Rejection> {
         guard bytes.count >= headerLength else {
@@ -132,12 +132,12 @@ struct RemoteEnvelope: Equatable {
 /// The memcached key for a cache key: `namespace` + the lowercase hex SHA-256 of the key's
 /// UTF-8 (64 characters), so any key (10 KB, spaces, newlines, NUL, emoji) becomes a valid
 /// memcached key of fixed length.
-struct RemoteKey {
+package struct RemoteKey {
     /// The namespace's bytes, copied into every key.
     private let prefix: [UInt8]
 
     /// Checks a namespace once: printable ASCII without spaces, at most 150 bytes.
-    init(namespace: String) throws {
+    package init(namespace: String) throws {
         guard namespace.utf8.count <= 150, namespace.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
             throw StorageError.invalidConfiguration(
                 field: "namespace", value: namespace, reason: "must be at most 150 printable ASCII bytes without spaces")
@@ -145,13 +145,13 @@ struct RemoteKey {
         prefix = Array(namespace.utf8)
     }
 
-    func key(for cacheKey: String) -> [UInt8] {
+    package func key(for cacheKey: String) -> [UInt8] {
         resolve(cacheKey).key
     }
 
     /// The memcached key of `cacheKey` and the 16-byte digest its envelope carries, from one
     /// SHA-256 of the key (hashed into a stack buffer: the key's bytes are the one allocation).
-    func resolve(_ cacheKey: String) -> (key: [UInt8], digest: KeyDigest) {
+    package func resolve(_ cacheKey: String) -> (key: [UInt8], digest: KeyDigest) {
         let prefix = prefix
         return Self.withSHA256(of: cacheKey) { sha in
             // Written in place (no per-byte append and its capacity checks): the namespace,
@@ -174,7 +174,7 @@ struct RemoteKey {
     }
 
     /// Hands SHA-256 of the key's UTF-8 to `body`.
-    static func withSHA256<Result>(of cacheKey: String, _ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result {
+    package static func withSHA256<Result>(of cacheKey: String, _ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result {
         var cacheKey = cacheKey
         return cacheKey.withUTF8 { KeyHashing.sha256.withDigest(of: UnsafeRawBufferPointer($0), body) }
     }
@@ -184,35 +184,35 @@ struct RemoteKey {
 /// prove whose value it is: two words, so that a resolved key carries it without an
 /// allocation and a read compares it in two instructions. `first` and `second` are the bytes
 /// read as little-endian words, the order they are written in.
-struct KeyDigest: Equatable, Sendable {
-    var first: UInt64
-    var second: UInt64
+package struct KeyDigest: Equatable, Sendable {
+    package var first: UInt64
+    package var second: UInt64
 
     /// The digest in the first 16 bytes of `bytes` (which holds at least 16).
-    init(_ bytes: UnsafeRawBufferPointer) {
+    package init(_ bytes: UnsafeRawBufferPointer) {
         precondition(bytes.count >= 16, "KeyDigest: a key digest is 16 bytes")
         first = UInt64(littleEndian: bytes.loadUnaligned(as: UInt64.self))
         second = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
     }
 
-    init(_ bytes: UnsafeBufferPointer<UInt8>) {
+    package init(_ bytes: UnsafeBufferPointer<UInt8>) {
         self.init(UnsafeRawBufferPointer(bytes))
     }
 }
 
 /// How an ``Expiry`` becomes memcached's TTL token.
-enum RemoteTTL: Equatable {
+package enum RemoteTTL: Equatable {
     /// Already expired: nothing to store.
     case expired
     /// The `T` token: 0 = never; 1…2,592,000 = seconds; above = absolute unix time.
     case token(Int64)
 
     /// memcached reads a TTL above 30 days as a unix time.
-    static let relativeLimit: Int64 = 60 * 60 * 24 * 30
+    package static let relativeLimit: Int64 = 60 * 60 * 24 * 30
 
     /// Maps an expiration date seen at `now`: seconds rounded up, never 0 for a finite date
     /// (0 means "never" to memcached), absolute unix time beyond 30 days.
-    static func make(expirationDate: Date?, now: Date) -> RemoteTTL {
+    package static func make(expirationDate: Date?, now: Date) -> RemoteTTL {
         guard let expirationDate else { return .token(0) }
         let remaining = expirationDate.timeIntervalSince(now)
         guard remaining > 0 else { return .expired }
