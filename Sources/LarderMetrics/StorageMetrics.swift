@@ -148,6 +148,17 @@ extension StorageMetrics {
         public static let loads = "larder_loads_total"
         /// Counter, dimension `storage`: loaded values the tiers refused to store.
         public static let loadStoreFailures = "larder_load_store_failures_total"
+        /// Counter, dimension `storage`: loader runs that threw.
+        public static let loadFailures = "larder_load_failures_total"
+        /// Counter, dimension `storage`: get-or-load calls answered with a stale value.
+        public static let staleServed = "larder_stale_served_total"
+        /// Counter, dimensions `storage`, `kind`: get-or-load calls that reached their soft
+        /// timeout (`kind="soft"`, a stale value returned) or gave up at their hard timeout
+        /// (`"hard"`).
+        public static let loadTimeouts = "larder_load_timeouts_total"
+        /// Counter, dimensions `storage`, `outcome`: background refreshes ahead of expiry
+        /// started (`outcome="started"`) and failed (`"failed"`, the old value stays).
+        public static let refreshes = "larder_refreshes_total"
     }
 }
 
@@ -168,6 +179,12 @@ private struct ReportState {
         storage.decodingFailures.add(statistics.decodingFailures, previous.decodingFailures)
         storage.loads.add(statistics.loads, previous.loads)
         storage.loadStoreFailures.add(statistics.loadStoreFailures, previous.loadStoreFailures)
+        storage.loadFailures.add(statistics.loadFailures, previous.loadFailures)
+        storage.staleServed.add(statistics.staleServed, previous.staleServed)
+        storage.softTimeouts.add(statistics.softTimeouts, previous.softTimeouts)
+        storage.hardTimeouts.add(statistics.hardTimeouts, previous.hardTimeouts)
+        storage.refreshesStarted.add(statistics.refreshesStarted, previous.refreshesStarted)
+        storage.refreshFailures.add(statistics.refreshFailures, previous.refreshFailures)
         for (tier, figures) in statistics.tiers {
             let metrics = tierMetrics[tier] ?? TierMetrics(label: label, tier: tier, factory: factory)
             tierMetrics[tier] = metrics
@@ -180,15 +197,24 @@ private struct ReportState {
 /// The storage-wide counters of one reporter.
 private struct StorageLevelMetrics {
     let requestMisses, requestWrites, decodingFailures, loads, loadStoreFailures: Counter
+    let loadFailures, staleServed, softTimeouts, hardTimeouts, refreshesStarted, refreshFailures: Counter
 
     init(label: String, factory: any MetricsFactory) {
         let dimensions = [("storage", label)]
-        func counter(_ name: String) -> Counter { Counter(label: name, dimensions: dimensions, factory: factory) }
+        func counter(_ name: String, _ extra: [(String, String)] = []) -> Counter {
+            Counter(label: name, dimensions: dimensions + extra, factory: factory)
+        }
         requestMisses = counter(StorageMetrics.Name.requestMisses)
         requestWrites = counter(StorageMetrics.Name.requestWrites)
         decodingFailures = counter(StorageMetrics.Name.decodingFailures)
         loads = counter(StorageMetrics.Name.loads)
         loadStoreFailures = counter(StorageMetrics.Name.loadStoreFailures)
+        loadFailures = counter(StorageMetrics.Name.loadFailures)
+        staleServed = counter(StorageMetrics.Name.staleServed)
+        softTimeouts = counter(StorageMetrics.Name.loadTimeouts, [("kind", "soft")])
+        hardTimeouts = counter(StorageMetrics.Name.loadTimeouts, [("kind", "hard")])
+        refreshesStarted = counter(StorageMetrics.Name.refreshes, [("outcome", "started")])
+        refreshFailures = counter(StorageMetrics.Name.refreshes, [("outcome", "failed")])
     }
 }
 

@@ -114,6 +114,29 @@ struct StorageMetricsTests {
         #expect(try counter(StorageMetrics.Name.writes, tier: "disk") == Int64(storage.statistics[.disk].writes))
     }
 
+    @Test func reportsLoadsAndLoaderFailures() async throws {
+        // Given one get-or-load whose loader makes a value and one whose loader throws
+        struct LoaderFailed: Error {}
+        _ = try await storage.value(forKey: "loaded") { _ in "made" }
+        await #expect(throws: LoaderFailed.self) {
+            _ = try await storage.value(forKey: "failing") { _ in throw LoaderFailed() }
+        }
+        let statistics = storage.statistics
+
+        // When the reporter reports
+        StorageMetrics(storage: storage, label: "s", factory: metrics).report()
+
+        // Then the load counters equal the storage's
+        #expect(try counter(StorageMetrics.Name.loads) == Int64(statistics.loads))
+        #expect(try counter(StorageMetrics.Name.loads) >= 1)
+        #expect(try counter(StorageMetrics.Name.loadFailures) == Int64(statistics.loadFailures))
+        #expect(try counter(StorageMetrics.Name.loadFailures) == 1)
+        #expect(try counter(StorageMetrics.Name.staleServed) == Int64(statistics.staleServed))
+        #expect(
+            try metrics.expectCounter(StorageMetrics.Name.loadTimeouts, [("storage", "s"), ("kind", "hard")]).totalValue
+                == Int64(statistics.hardTimeouts))
+    }
+
     // MARK: - Dimensions
 
     @Test func twoStoragesAreToldApartByTheStorageDimension() throws {
