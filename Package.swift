@@ -22,12 +22,19 @@ let package = Package(
         // Server adapters: build only with their trait on (`--traits Vapor`, `--traits Hummingbird`).
         .library(name: "LarderVapor", targets: ["LarderVapor"]),
         .library(name: "LarderHummingbird", targets: ["LarderHummingbird"]),
+        // Operations: build only with their trait on (`--traits Metrics`, `--traits ServiceLifecycle`).
+        .library(name: "LarderMetrics", targets: ["LarderMetrics"]),
+        .library(name: "LarderServiceLifecycle", targets: ["LarderServiceLifecycle"]),
     ],
     traits: [
         .trait(name: "Memcached", description: "LarderMemcached: a remote tier on memcached (needs swift-nio)."),
         .trait(name: "Redis", description: "LarderRedis: a remote tier on Redis or Valkey, RESP3 with CLIENT TRACKING (needs swift-nio)."),
         .trait(name: "Vapor", description: "LarderVapor: Larder as Vapor's Cache (fetches Vapor)."),
         .trait(name: "Hummingbird", description: "LarderHummingbird: Larder as Hummingbird's PersistDriver (fetches Hummingbird)."),
+        .trait(name: "Metrics", description: "LarderMetrics: a storage's statistics reported through apple/swift-metrics."),
+        .trait(
+            name: "ServiceLifecycle",
+            description: "LarderServiceLifecycle: a storage as a swift-service-lifecycle Service that closes it on graceful shutdown."),
         .default(enabledTraits: []),
     ],
     dependencies: [
@@ -40,6 +47,10 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        // Trait `Metrics` only.
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // The example apps' `/metrics` page, with traits `Metrics` and the app's framework.
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         .systemLibrary(
@@ -112,6 +123,9 @@ let package = Package(
                 "LarderVapor",
                 "Larder",
                 .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"])),
+                // With `Metrics` too: Prometheus metrics at `/metrics`.
+                "LarderMetrics",
+                .product(name: "Prometheus", package: "swift-prometheus", condition: .when(traits: ["Metrics"])),
             ],
             path: "Examples/VaporJSONCache",
             swiftSettings: strictSettings
@@ -123,6 +137,9 @@ let package = Package(
                 "LarderImage",
                 "Larder",
                 .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
+                // With `Metrics` too: Prometheus metrics at `/metrics`.
+                "LarderMetrics",
+                .product(name: "Prometheus", package: "swift-prometheus", condition: .when(traits: ["Metrics"])),
             ],
             path: "Examples/HummingbirdImages",
             swiftSettings: strictSettings
@@ -268,6 +285,96 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
             ],
             path: "Tests/LarderHummingbirdHelper",
+            swiftSettings: strictSettings
+        ),
+        // Trait `Metrics`: statistics sampled into swift-metrics (sources are `#if Metrics`).
+        .target(
+            name: "LarderMetrics",
+            dependencies: [
+                "Larder",
+                .product(name: "CoreMetrics", package: "swift-metrics", condition: .when(traits: ["Metrics"])),
+                // With `ServiceLifecycle` too, the reporter is a `Service`; with `Memcached`
+                // too, `MemcachedMetrics` reports the memcached tier's own counters.
+                .product(
+                    name: "ServiceLifecycle", package: "swift-service-lifecycle",
+                    condition: .when(traits: ["ServiceLifecycle"])
+                ),
+                .target(name: "LarderMemcached", condition: .when(traits: ["Memcached"])),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "LarderMetricsTests",
+            dependencies: [
+                "LarderMetrics",
+                "Larder",
+                "LarderTestSupport",
+                .product(name: "CoreMetrics", package: "swift-metrics", condition: .when(traits: ["Metrics"])),
+                .product(name: "MetricsTestKit", package: "swift-metrics", condition: .when(traits: ["Metrics"])),
+                .product(
+                    name: "ServiceLifecycle", package: "swift-service-lifecycle",
+                    condition: .when(traits: ["ServiceLifecycle"])
+                ),
+                .product(name: "Logging", package: "swift-log", condition: .when(traits: ["ServiceLifecycle"])),
+                .target(name: "LarderMemcached", condition: .when(traits: ["Memcached"])),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // Trait `ServiceLifecycle`: a storage as a `Service` (sources are `#if ServiceLifecycle`).
+        .target(
+            name: "LarderServiceLifecycle",
+            dependencies: [
+                "Larder",
+                .product(
+                    name: "ServiceLifecycle", package: "swift-service-lifecycle",
+                    condition: .when(traits: ["ServiceLifecycle"])
+                ),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // The child process that the lifecycle test stops with SIGTERM (not a product).
+        .executableTarget(
+            name: "LarderLifecycleHelper",
+            dependencies: [
+                "LarderServiceLifecycle",
+                "Larder",
+                .product(
+                    name: "ServiceLifecycle", package: "swift-service-lifecycle",
+                    condition: .when(traits: ["ServiceLifecycle"])
+                ),
+                .product(
+                    name: "UnixSignals", package: "swift-service-lifecycle",
+                    condition: .when(traits: ["ServiceLifecycle"])
+                ),
+                .product(name: "Logging", package: "swift-log", condition: .when(traits: ["ServiceLifecycle"])),
+            ],
+            path: "Tests/LarderLifecycleHelper",
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "LarderServiceLifecycleTests",
+            dependencies: [
+                "LarderServiceLifecycle",
+                "Larder",
+                "LarderTestSupport",
+                "LarderLifecycleHelper",
+                .product(
+                    name: "ServiceLifecycle", package: "swift-service-lifecycle",
+                    condition: .when(traits: ["ServiceLifecycle"])
+                ),
+                .product(name: "Logging", package: "swift-log", condition: .when(traits: ["ServiceLifecycle"])),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // Runs the example apps as processes and scrapes their `/metrics` (traits `Metrics` and
+        // the app's framework; sources are `#if`).
+        .testTarget(
+            name: "LarderExampleTests",
+            dependencies: [
+                "LarderTestSupport",
+                .target(name: "LarderVaporExample", condition: .when(traits: ["Vapor"])),
+                .target(name: "LarderHummingbirdExample", condition: .when(traits: ["Hummingbird"])),
+            ],
             swiftSettings: strictSettings
         ),
         // Runs the built `larder` executable as a user would.

@@ -7,6 +7,8 @@
 //
 // ORIGIN_URL is where originals are downloaded from (ORIGIN_URL/<name>); CACHE_DIRECTORY the
 // cache folder; PORT the port; PERSIST=memory switches to Hummingbird's MemoryPersistDriver.
+// With the trait Metrics too (`--traits Hummingbird,Metrics`), `curl localhost:8080/metrics`
+// shows the image cache's Prometheus metrics.
 #if Hummingbird
 import Foundation
 import Hummingbird
@@ -39,6 +41,9 @@ func originalKey(_ context: some RequestContext) throws -> ImageKey {
 }
 
 let router = Router()
+#if Metrics
+exportMetrics(of: images, on: router)
+#endif
 // The original, or a variant with ?width=&height= made once by the resize processor.
 router.get("images/:name") { request, context -> Response in
     var key = try originalKey(context)

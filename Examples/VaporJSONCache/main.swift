@@ -4,7 +4,8 @@
 //   curl localhost:8080/forecast        # first call fetches upstream, later ones are cached 60 s
 //
 // UPSTREAM_URL sets the upstream; CACHE_DIRECTORY the cache folder; CACHE=memory switches to
-// Vapor's own MemoryCache (for comparison).
+// Vapor's own MemoryCache (for comparison). With the trait Metrics too
+// (`--traits Vapor,Metrics`), `curl localhost:8080/metrics` shows the cache's Prometheus metrics.
 #if Vapor
 import Foundation
 import Larder
@@ -19,10 +20,15 @@ let app = try await Application.make(try Environment.detect())
 if Environment.get("CACHE") == "memory" {
     app.caches.use(.memory)
 } else {
-    try app.caches.use(.larder(directory: directory) { configuration in
+    let storage = try Larder.Storage<String, JSONValue>(transformer: .jsonValue) { configuration in
+        configuration.directory = directory
         configuration.memory.costLimit = 64 << 20  // bytes of JSON kept decoded in memory
         configuration.disk.sizeLimit = 512 << 20   // bytes on disk; survives restarts
-    })
+    }
+    app.caches.use(.larder(storage))
+    #if Metrics
+    exportMetrics(of: storage, on: app)
+    #endif
 }
 
 app.get("forecast") { req async throws -> Response in

@@ -1,0 +1,145 @@
+#if Metrics && Memcached
+public import CoreMetrics
+import Larder
+public import LarderMemcached
+import Synchronization
+#if ServiceLifecycle
+public import ServiceLifecycle
+#endif
+
+/// Reports a ``LarderMemcached/MemcachedStore``'s own counters through apple/swift-metrics:
+/// what only the remote tier knows (timeouts, the circuit breaker, leases, rejected values),
+/// beside what ``StorageMetrics`` reports for the storages that use it.
+///
+/// Available with the traits `Metrics` and `Memcached`. Like ``StorageMetrics`` it samples the
+/// store's statistics, which the store keeps anyway, and adds nothing to any operation.
+///
+/// ```swift
+/// let remote = try MemcachedStore(configuration: .init(servers: [.init(host: "cache-1"), .init(host: "cache-2")]))
+/// let metrics = MemcachedMetrics(store: remote, label: "fleet")
+/// Task { try await metrics.run() }
+/// ```
+public final class MemcachedMetrics: Sendable {
+    /// The value of the `store` dimension on every metric this reporter makes.
+    public let label: String
+    /// How long ``run()`` waits between two reports.
+    public let interval: Duration
+
+    private let sample: @Sendable () -> MemcachedStore.Statistics
+    private let factory: any MetricsFactory
+    private let state = Mutex(MemcachedReportState())
+
+    /// Creates a reporter for `store`; it reports nothing until ``report()`` or ``run()``.
+    ///
+    /// - Parameters:
+    ///   - store: The memcached tier whose counters are reported.
+    ///   - label: The `store` dimension. Defaults to the store's tier identity (`"remote"`).
+    ///   - interval: The time between two reports of ``run()``. Defaults to 10 seconds.
+    ///   - factory: The metrics backend. Defaults to the one bootstrapped in `MetricsSystem`.
+    public init(
+        store: MemcachedStore, label: String? = nil, interval: Duration = .seconds(10),
+        factory: any MetricsFactory = MetricsSystem.factory
+    ) {
+        precondition(interval > .zero, "MemcachedMetrics interval must be positive, got \(interval)")
+        self.label = label ?? store.tierID.name
+        self.interval = interval
+        self.factory = factory
+        self.sample = { store.statistics }
+    }
+
+    /// Reads the store's counters once and reports what each grew by since the previous report,
+    /// and the deletes still owed to servers that were unreachable as a gauge.
+    ///
+    /// Safe to call from any thread; reports are serialized, so every increment is reported once.
+    public func report() {
+        state.withLock { state in
+            state.report(sample(), label: label, factory: factory)
+        }
+    }
+
+    /// Reports every ``interval`` until the task is cancelled (or its service group shuts down
+    /// gracefully), then reports once more and returns.
+    ///
+    /// - Throws: Nothing today; `throws` leaves room for a backend that can fail.
+    public func run() async throws {
+        #if ServiceLifecycle
+        await cancelWhenGracefulShutdown { await self.reportPeriodically() }
+        #else
+        await reportPeriodically()
+        #endif
+        report()
+    }
+
+    private func reportPeriodically() async {
+        while !Task.isCancelled {
+            report()
+            try? await Task.sleep(for: interval)
+        }
+    }
+}
+
+#if ServiceLifecycle
+/// With the trait `ServiceLifecycle`, a reporter runs in a `ServiceGroup` as it is.
+extension MemcachedMetrics: Service {}
+#endif
+
+extension MemcachedMetrics {
+    /// The names of the metrics this reporter makes (see the "Metrics reference" article).
+    /// Every one has the dimension `store`.
+    public enum Name {
+        /// Counter: failed operations (connection, timeout, open breaker, server error).
+        public static let errors = "larder_memcached_errors_total"
+        /// Counter: operations whose deadline passed.
+        public static let timeouts = "larder_memcached_timeouts_total"
+        /// Counter: values refused as foreign, truncated, damaged or another key's.
+        public static let rejectedValues = "larder_memcached_rejected_values_total"
+        /// Counter: writes not sent because the value exceeds the item size.
+        public static let oversizedValues = "larder_memcached_oversized_values_total"
+        /// Counter, dimension `outcome`: leases this process won (`"won"`), reads that waited
+        /// for another caller's lease (`"waited"`), lease fills the server refused (`"refused"`).
+        public static let leases = "larder_memcached_leases_total"
+        /// Counter: stale values served while someone refreshed them.
+        public static let staleServed = "larder_memcached_stale_served_total"
+        /// Counter: times the circuit breaker opened.
+        public static let breakerOpens = "larder_memcached_breaker_opens_total"
+        /// Counter: calls refused at once by an open breaker.
+        public static let breakerRejections = "larder_memcached_breaker_rejections_total"
+        /// Gauge: deletes owed to servers that missed a write or removal.
+        public static let pendingRecoveryDeletes = "larder_memcached_pending_recovery_deletes"
+    }
+}
+
+/// The counters made so far and the statistics last reported; guarded by the reporter's mutex.
+private struct MemcachedReportState {
+    var previous = MemcachedStore.Statistics()
+    var counters: [(Counter, KeyPath<MemcachedStore.Statistics, Int>)] = []
+    var pending: Gauge?
+
+    mutating func report(_ statistics: MemcachedStore.Statistics, label: String, factory: any MetricsFactory) {
+        if counters.isEmpty {
+            func counter(_ name: String, _ extra: [(String, String)] = []) -> Counter {
+                Counter(label: name, dimensions: [("store", label)] + extra, factory: factory)
+            }
+            typealias Name = MemcachedMetrics.Name
+            counters = [
+                (counter(Name.errors), \.errors),
+                (counter(Name.timeouts), \.timeouts),
+                (counter(Name.rejectedValues), \.rejectedValues),
+                (counter(Name.oversizedValues), \.oversizedValues),
+                (counter(Name.leases, [("outcome", "won")]), \.leaseWins),
+                (counter(Name.leases, [("outcome", "waited")]), \.leaseWaits),
+                (counter(Name.leases, [("outcome", "refused")]), \.rejectedFills),
+                (counter(Name.staleServed), \.staleServes),
+                (counter(Name.breakerOpens), \.breakerOpens),
+                (counter(Name.breakerRejections), \.breakerRejections),
+            ]
+            pending = Gauge(label: Name.pendingRecoveryDeletes, dimensions: [("store", label)], factory: factory)
+        }
+        for (counter, field) in counters where statistics[keyPath: field] > previous[keyPath: field] {
+            counter.increment(by: statistics[keyPath: field] - previous[keyPath: field])
+        }
+        pending?.record(statistics.pendingRecoveryDeletes)
+        previous = statistics
+    }
+}
+#endif
