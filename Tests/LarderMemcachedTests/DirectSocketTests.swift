@@ -12,12 +12,14 @@ import Testing
 @Suite(.enabled(if: MemcachedServer.shouldRun), .timeLimit(.minutes(10)))
 struct DirectSocketTests {
     static func socket(port: Int) -> DirectSocket {
-        DirectSocket(host: "127.0.0.1", port: port, connectTimeout: .seconds(60), retryDelay: .milliseconds(1), maxValueLength: 1 << 20)
+        DirectSocket(host: "127.0.0.1", port: port, connectTimeout: .seconds(300), retryDelay: .milliseconds(1), maxValueLength: 1 << 20)
     }
 
     /// Sends `command` once the socket has connected (the first calls pass while it connects).
     static func send(_ command: MetaCommand, on socket: DirectSocket, deadline: TimeAmount = .seconds(60)) async throws -> MetaResponse {
-        let giveUp = NIODeadline.now() + .seconds(60)
+        // Generous: connecting runs on a thread of its own, which a loaded machine may not run
+        // for a long while.
+        let giveUp = NIODeadline.now() + .seconds(300)
         while NIODeadline.now() < giveUp {
             if let response = try await socket.send(command, deadline: .now() + deadline) { return response }
             try await Task.sleep(for: .milliseconds(1))

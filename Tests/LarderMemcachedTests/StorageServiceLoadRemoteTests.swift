@@ -25,7 +25,7 @@ struct StorageServiceLoadRemoteTests {
     }
 
     func makeStorage(port: Int, namespace: String, loading: LoadOptions, localCopyMaxAge: Duration? = nil,
-                     deadline: Duration = .seconds(60)) throws -> (Storage<String, String>, MemcachedStore) {
+                     deadline: Duration = .seconds(300)) throws -> (Storage<String, String>, MemcachedStore) {
         let store = try MemcachedStore(configuration: .init(
             port: port, namespace: namespace, deadline: deadline, localCopyMaxAge: localCopyMaxAge, now: clock.closure))
         var configuration = Storage<String, String>.Configuration()

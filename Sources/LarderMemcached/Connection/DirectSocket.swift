@@ -1,28 +1,27 @@
 #if Memcached
-import Dispatch
+import Foundation
 import Glibc
 import Larder
 import NIOCore
 
 /// One plain socket to the server on which a lone caller off the event loops writes its own
-/// command (or batch) and reads its own replies, on its own thread.
+/// batch and reads its own replies, on its own thread.
 ///
-/// A call through the pipelined ``MetaConnection`` from a task on Swift's global executor costs
-/// two thread wake-ups besides the server's: the event loop's, to write the command, and the
-/// caller's, when the reply resumes it. With one request in flight those wake-ups are most of a
-/// loopback round trip, so ``ConnectionPool`` hands a request or a batch to this socket instead
-/// when it is the only one in flight and the socket is free; every other request takes the
-/// pipeline.
+/// A batch through the pipelined ``MetaConnection`` from a task on Swift's global executor costs
+/// two thread wake-ups besides the server's: the event loop's, to write the commands, and the
+/// caller's, when the last reply resumes it. ``ConnectionPool`` hands a batch to this socket
+/// instead when it is the only call in flight and the socket is free; every other call takes
+/// the pipeline.
 ///
 /// Invariants:
 /// - At most one caller holds the socket (`busy`), and only the holder touches its descriptor;
 ///   every error closes the descriptor, so a stream is never read past a reply it could not
 ///   match (each command carries its own opaque token, checked on the reply).
 /// - The caller's thread waits in `recv` at most ``blockingBudget`` after its command leaves.
-///   A reply that takes longer is waited for on a Dispatch thread, which resumes the caller
+///   A reply that takes longer is waited for on a thread of its own, which resumes the caller
 ///   (the only hop, on the slow path), so a slow or silent server never holds the cooperative
 ///   pool for longer than that.
-/// - Connecting never blocks a caller: it runs on a Dispatch thread, and until it succeeds
+/// - Connecting never blocks a caller: it runs on a thread of its own, and until it succeeds
 ///   requests take the pipeline. After a failure it is retried no sooner than `retryDelay`.
 final class DirectSocket: Sendable {
     private enum State {
@@ -35,7 +34,7 @@ final class DirectSocket: Sendable {
     }
 
     /// How long a caller's thread waits for a reply in `recv` before the wait moves to a
-    /// Dispatch thread. A loopback round trip is tens of microseconds.
+    /// thread of its own. A loopback round trip is tens of microseconds.
     static let blockingBudget: TimeAmount = .milliseconds(1)
 
     private let host: String
@@ -53,14 +52,7 @@ final class DirectSocket: Sendable {
         self.maxValueLength = maxValueLength
     }
 
-    /// Whether `command` can take the socket alone: one that gets a reply of its own with its
-    /// opaque token (not quiet, not `mn`).
-    static func accepts(_ command: MetaCommand) -> Bool {
-        if case .noop = command.kind { return false }
-        return !command.isQuiet
-    }
-
-    /// Sends `command` (see ``accepts(_:)``) and returns its reply, or `nil` at once when the
+    /// Sends `command` (one with a reply of its own: not quiet, not `mn`) and returns its reply, or `nil` at once when the
     /// socket is not connected or another caller holds it (the caller then uses the pipeline).
     /// A failure closes the socket.
     ///
@@ -105,10 +97,11 @@ final class DirectSocket: Sendable {
                     release(descriptor, keep: exchange.isReusable)
                     return exchange.responses
                 }
-                // The server is slow: wait out the deadline on a Dispatch thread.
+                // The server is slow: wait out the deadline on a thread of its own (not a
+                // Dispatch worker: a pool other work needs would be held up to the deadline).
                 let finished = try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Exchange, any Error>) in
                     let started = exchange
-                    DispatchQueue.global().async {
+                    Self.onThreadOfItsOwn {
                         var exchange = started
                         do {
                             guard try exchange.readReplies(until: exchange.deadline) else {
@@ -155,7 +148,7 @@ final class DirectSocket: Sendable {
     private func startConnecting() {
         let host = host, port = port, timeout = connectTimeout, retryDelay = retryDelay
         let state = state
-        DispatchQueue.global().async {
+        Self.onThreadOfItsOwn {
             let descriptor = Self.connect(host: host, port: port, timeout: timeout)
             let stale: Bool = state.withLock { state in
                 guard case .connecting = state else { return true }
@@ -168,6 +161,14 @@ final class DirectSocket: Sendable {
             }
             if stale, let descriptor { Glibc.close(descriptor) }
         }
+    }
+
+    /// Runs `body` on a new thread: for the waits that may last up to a deadline (connecting,
+    /// a slow reply), which must hold up neither Swift's cooperative pool nor Dispatch's.
+    private static func onThreadOfItsOwn(_ body: @escaping @Sendable () -> Void) {
+        let thread = Thread(block: body)
+        thread.stackSize = 256 << 10
+        thread.start()
     }
 
     /// A TCP socket connected to `host:port`, or `nil`: with `TCP_NODELAY`, blocking, and with
@@ -227,7 +228,7 @@ final class DirectSocket: Sendable {
 }
 
 /// Commands and their replies on a ``DirectSocket``'s descriptor (a value: the slow path moves
-/// it, with the replies read so far, to a Dispatch thread).
+/// it, with the replies read so far, to a thread of its own).
 private struct Exchange: @unchecked Sendable {
     // @unchecked: only the holder of the socket uses it, on one thread at a time.
     private struct Awaited {
