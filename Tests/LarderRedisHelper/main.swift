@@ -138,5 +138,5 @@ default:
     usage()
 }
 #else
-say("LarderRedisHelper needs the Redis trait")
+print("LarderRedisHelper needs the Redis trait")
 #endif
