@@ -28,7 +28,7 @@ let package = Package(
     ],
     traits: [
         .trait(name: "Memcached", description: "LarderMemcached: a remote tier on memcached (needs swift-nio)."),
-        .trait(name: "Redis", description: "LarderRedis: a remote tier on Redis or Valkey, RESP3 with CLIENT TRACKING (needs swift-nio)."),
+        .trait(name: "Redis", description: "LarderRedis: a remote tier on Redis or Valkey, RESP3 with CLIENT TRACKING and TLS (needs swift-nio, swift-nio-ssl)."),
         .trait(name: "Vapor", description: "LarderVapor: Larder as Vapor's Cache (fetches Vapor)."),
         .trait(name: "Hummingbird", description: "LarderHummingbird: Larder as Hummingbird's PersistDriver (fetches Hummingbird)."),
         .trait(name: "Metrics", description: "LarderMetrics: a storage's statistics reported through apple/swift-metrics."),
@@ -47,6 +47,8 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        // Trait `Redis` only: TLS to the server.
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.36.0"),
         // Trait `Metrics` only.
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         // The example apps' `/metrics` page, with traits `Metrics` and the app's framework.
@@ -123,6 +125,9 @@ let package = Package(
                 "LarderVapor",
                 "Larder",
                 .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"])),
+                // With `Redis` or `Memcached` too: SHARED_CACHE picks a shared tier.
+                .target(name: "LarderRedis", condition: .when(traits: ["Redis"])),
+                .target(name: "LarderMemcached", condition: .when(traits: ["Memcached"])),
                 // With `Metrics` too: Prometheus metrics at `/metrics`.
                 "LarderMetrics",
                 .product(name: "Prometheus", package: "swift-prometheus", condition: .when(traits: ["Metrics"])),
@@ -137,6 +142,9 @@ let package = Package(
                 "LarderImage",
                 "Larder",
                 .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
+                // With `Redis` or `Memcached` too: REDIS_URL or MEMCACHED_URL picks a shared tier.
+                .target(name: "LarderRedis", condition: .when(traits: ["Redis"])),
+                .target(name: "LarderMemcached", condition: .when(traits: ["Memcached"])),
                 // With `Metrics` too: Prometheus metrics at `/metrics`.
                 "LarderMetrics",
                 .product(name: "Prometheus", package: "swift-prometheus", condition: .when(traits: ["Metrics"])),
@@ -227,6 +235,7 @@ let package = Package(
                 "LarderRemoteCore",
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Redis"])),
                 .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Redis"])),
+                .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(traits: ["Redis"])),
             ],
             swiftSettings: strictSettings
         ),
@@ -241,8 +250,11 @@ let package = Package(
             name: "LarderRedisTests",
             dependencies: [
                 "LarderRedis", "Larder", "LarderRemoteCore", "LarderTestSupport", "LarderRedisHelper",
-                // One test runs Larder as Hummingbird's persist driver over Redis (both traits on).
+                // Larder as Hummingbird's persist driver and as Vapor's cache over Redis (with
+                // the framework's trait on too).
                 .target(name: "LarderHummingbird", condition: .when(traits: ["Hummingbird"])),
+                .target(name: "LarderVapor", condition: .when(traits: ["Vapor"])),
+                .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"])),
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Redis"])),
                 .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Redis"])),
             ],

@@ -7,13 +7,22 @@
 //
 // ORIGIN_URL is where originals are downloaded from (ORIGIN_URL/<name>); CACHE_DIRECTORY the
 // cache folder; PORT the port; PERSIST=memory switches to Hummingbird's MemoryPersistDriver.
+// SHARED_CACHE shares the image facts between instances through a server: redis://HOST:PORT
+// (trait Redis too) or memcached://HOST:PORT (trait Memcached too); unset, none.
 // With the trait Metrics too (`--traits Hummingbird,Metrics`), `curl localhost:8080/metrics`
 // shows the image cache's Prometheus metrics.
 #if Hummingbird
 import Foundation
 import Hummingbird
+import Larder
 import LarderHummingbird
 import LarderImage
+#if Redis
+import LarderRedis
+#endif
+#if Memcached
+import LarderMemcached
+#endif
 
 struct ImageInfo: ResponseEncodable, Decodable, Sendable {
     var format: String
@@ -30,9 +39,35 @@ let images = try ImageCache(fetcher: HTTPImageFetcher()) { configuration in
     configuration.directory = directory.appendingPathComponent("images")
     configuration.processors = [.resize { image, key in try BMP.resize(image.data, to: key.targetSize!) }]
 }
-let persist: any PersistDriver = environment.get("PERSIST") == "memory"
-    ? MemoryPersistDriver()
-    : try LarderPersistDriver(directory: directory.appendingPathComponent("persist"))
+/// The tier SHARED_CACHE names, through which instances share the image facts; `nil` when unset.
+func persistSharedTier(_ address: String?) throws -> (any CacheTier)? {
+    guard let address else { return nil }
+    guard let url = URLComponents(string: address), let host = url.host else {
+        throw StorageError.invalidConfiguration(field: "SHARED_CACHE", value: address, reason: "not scheme://host:port")
+    }
+    switch url.scheme {
+    #if Redis
+    case "redis":
+        // With tracking, one instance's write drops the other instances' memory copies.
+        return try RedisStore(configuration: .init(host: host, port: url.port ?? 6379, namespace: "hb-example:"))
+    #endif
+    #if Memcached
+    case "memcached":
+        return try MemcachedStore(configuration: .init(host: host, port: url.port ?? 11211, namespace: "hb-example:"))
+    #endif
+    default:
+        throw StorageError.invalidConfiguration(field: "SHARED_CACHE", value: address, reason: "this build has no such tier (traits Redis, Memcached)")
+    }
+}
+let persistDirectory = directory.appendingPathComponent("persist")
+let persist: any PersistDriver
+if environment.get("PERSIST") == "memory" {
+    persist = MemoryPersistDriver()
+} else if let shared = try persistSharedTier(environment.get("SHARED_CACHE")) {
+    persist = try LarderPersistDriver(directory: persistDirectory, sharedTier: shared)  // the one line
+} else {
+    persist = try LarderPersistDriver(directory: persistDirectory)
+}
 
 func originalKey(_ context: some RequestContext) throws -> ImageKey {
     let name = try context.parameters.require("name")

@@ -78,6 +78,29 @@ public final class LarderPersistDriver: PersistDriver {
         self.init(storage: storage, configuration: configuration)
     }
 
+    /// Creates a driver over a storage opened now on `directory` (`nil`: memory only) whose
+    /// shared tier, read after memory and disk, is `sharedTier`: a `RedisStore` or a
+    /// `MemcachedStore` that every instance of the application reads and writes.
+    ///
+    /// ```swift
+    /// let persist = try LarderPersistDriver(directory: nil, sharedTier: RedisStore(configuration: .init(host: "redis")))
+    /// ```
+    ///
+    /// A failure of the shared tier is a miss, never an error of the driver. Shutdown closes
+    /// the shared tier with the storage.
+    ///
+    /// - Throws: The errors of ``Storage/init(configuration:additionalTiers:transformer:)``.
+    public convenience init(
+        directory: URL?, sharedTier: any CacheTier, configuration: Configuration = .init(),
+        _ configure: (inout Storage<String, JSONValue>.Configuration) -> Void = { _ in }
+    ) throws {
+        var storageConfiguration = Storage<String, JSONValue>.Configuration()
+        storageConfiguration.directory = directory
+        configure(&storageConfiguration)
+        let storage = try Storage(configuration: storageConfiguration, additionalTiers: [sharedTier], transformer: .jsonValue)
+        self.init(storage: storage, configuration: configuration)
+    }
+
     // MARK: - PersistDriver
 
     /// Stores `value` for `key` unless a live value exists; a `nil` `expires` means the

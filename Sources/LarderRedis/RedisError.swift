@@ -19,6 +19,11 @@ public struct RedisError: Error, CustomStringConvertible, Hashable {
         public static let breakerOpen = Code("breakerOpen")
         /// The server refused the username or password (`WRONGPASS`, `NOAUTH`, `NOPERM`).
         public static let authentication = Code("authentication")
+        /// The TLS handshake or a TLS record failed: the server's certificate does not chain to
+        /// ``RedisTLS/trustRoots`` or does not name the server, or the server refused the
+        /// client's certificate. (A server without TLS on the port never answers the handshake:
+        /// that is a ``timeout``.)
+        public static let tls = Code("tls")
         /// The server does not speak RESP3 (`HELLO 3` refused: Redis before 6).
         public static let unsupportedServer = Code("unsupportedServer")
         /// The server answered a command with an error reply.

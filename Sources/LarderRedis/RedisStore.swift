@@ -45,6 +45,9 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
         public var username: String?
         /// The password for `AUTH`; `nil` sends none. Defaults to `nil`.
         public var password: String?
+        /// TLS for every connection (``port`` is then the server's `tls-port`); `nil` speaks
+        /// plain TCP. Defaults to `nil`.
+        public var tls: RedisTLS?
         /// Prefix of every key this store writes, and the prefix whose changes it is told of:
         /// printable ASCII without spaces or `{}*?[]\`, ≤ 150 bytes. Defaults to `"larder:"`.
         public var namespace: String
@@ -94,6 +97,7 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
         /// A configuration with a default for every setting.
         public init(
             host: String = "127.0.0.1", port: Int = 6379, username: String? = nil, password: String? = nil,
+            tls: RedisTLS? = nil,
             namespace: String = "larder:", connectionCount: Int = 2, deadline: Duration = .milliseconds(100),
             reconnectBackoff: (initial: Duration, maximum: Duration) = (.milliseconds(20), .milliseconds(500)),
             breakerThreshold: Int = 8, breakerCooldown: Duration = .milliseconds(250), maxItemSize: Int = 1 << 20,
@@ -108,6 +112,7 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
             self.port = port
             self.username = username
             self.password = password
+            self.tls = tls
             self.namespace = namespace
             self.connectionCount = connectionCount
             self.deadline = deadline
@@ -184,7 +189,7 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
     /// Connects lazily; the tracking connection starts at once (in the background).
     ///
     /// - Throws: ``Larder/StorageError`` with code `.invalidConfiguration` for a bad namespace,
-    ///   address or limit.
+    ///   address or limit, or TLS files that cannot be read.
     public init(configuration: Configuration = .init(), tierID: StorageTier = .remote) throws {
         guard configuration.connectionCount >= 1, configuration.breakerThreshold >= 1,
               configuration.maxItemSize > RemoteEnvelope.headerLength, configuration.deadline > .zero,
@@ -212,20 +217,21 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
         hasher = try RemoteKey(namespace: "")
         let group = configuration.eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton
         let handshake = Handshake(username: configuration.username, password: configuration.password, clientName: configuration.clientName)
+        let tls = try configuration.tls.map { try TLSClient($0, host: configuration.host) }
         pool = RedisConnectionPool(
             settings: .init(
                 host: configuration.host, port: configuration.port, connectionCount: configuration.connectionCount,
                 deadline: TimeAmount(configuration.deadline),
                 reconnectBackoff: (TimeAmount(configuration.reconnectBackoff.initial), TimeAmount(configuration.reconnectBackoff.maximum)),
                 breakerThreshold: configuration.breakerThreshold, breakerCooldown: TimeAmount(configuration.breakerCooldown),
-                maxBulkLength: max(configuration.maxItemSize, 1 << 20) * 2, handshake: handshake),
+                maxBulkLength: max(configuration.maxItemSize, 1 << 20) * 2, handshake: handshake, tls: tls),
             group: group)
         if configuration.isTrackingEnabled {
             // Set below: the callbacks need `self`, which they reach weakly through a box.
             let box = WeakBox()
             tracking = TrackingConnection(
                 settings: .init(
-                    host: configuration.host, port: configuration.port, handshake: handshake, prefix: configuration.namespace,
+                    host: configuration.host, port: configuration.port, handshake: handshake, tls: tls, prefix: configuration.namespace,
                     deadline: TimeAmount(configuration.deadline), heartbeat: configuration.trackingHeartbeat,
                     reconnectBackoff: configuration.reconnectBackoff),
                 group: group,
@@ -242,7 +248,8 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
     /// tracking, the tracking connection subscribed within the deadline).
     ///
     /// - Throws: ``RedisError`` with code `.authentication` when the server refused the
-    ///   username or password, `.unsupportedServer` without RESP3, `.connection` or `.timeout`
+    ///   username or password, `.tls` when the TLS handshake failed (an untrusted or misnamed
+    ///   server certificate, a refused client certificate), `.unsupportedServer` without RESP3, `.connection` or `.timeout`
     ///   when it cannot be reached; ``Larder/StorageError`` for a bad configuration.
     public static func connect(configuration: Configuration = .init(), tierID: StorageTier = .remote) async throws -> RedisStore {
         let store = try RedisStore(configuration: configuration, tierID: tierID)
@@ -252,7 +259,7 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
             if let tracking = store.tracking {
                 let end = ContinuousClock.now + configuration.deadline
                 while !tracking.isLive, ContinuousClock.now < end {
-                    if let error = tracking.lastError.withLock({ $0 }), error.code == .authentication { throw error }
+                    if let error = tracking.lastError.withLock({ $0 }), error.code == .authentication || error.code == .tls { throw error }
                     try await Task.sleep(for: .milliseconds(1))
                 }
             }

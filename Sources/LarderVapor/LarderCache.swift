@@ -164,14 +164,40 @@ extension Application.Caches.Provider {
         }
         return .larder(storage)
     }
+
+    /// Larder's cache over a storage opened now on `directory` (`nil`: memory only) whose
+    /// shared tier, read after memory and disk, is `sharedTier`: a `RedisStore` or a
+    /// `MemcachedStore` that every instance of the application reads and writes.
+    ///
+    /// ```swift
+    /// try app.caches.use(.larder(directory: cacheURL, sharedTier: RedisStore(configuration: .init(host: "redis"))))
+    /// ```
+    ///
+    /// A failure of the shared tier is a miss, never an error of the cache. The storage and the
+    /// shared tier are closed when the application shuts down.
+    ///
+    /// - Throws: The errors of ``Storage/init(configuration:additionalTiers:transformer:)``.
+    public static func larder(
+        directory: URL?, sharedTier: any CacheTier,
+        _ configure: (inout Larder.Storage<String, JSONValue>.Configuration) -> Void = { _ in }
+    ) throws -> Self {
+        var configuration = Larder.Storage<String, JSONValue>.Configuration()
+        configuration.directory = directory
+        configure(&configuration)
+        return .larder(try Larder.Storage(configuration: configuration, additionalTiers: [sharedTier], transformer: .jsonValue))
+    }
 }
 
-/// Closes a ``LarderCache``'s storage when the application shuts down.
+/// Closes a ``LarderCache``'s storage, shared tiers included, when the application shuts down.
 struct LarderCacheLifecycle: LifecycleHandler {
     let storage: Larder.Storage<String, JSONValue>
 
     func shutdown(_ application: Application) {
         storage.close()
+    }
+
+    func shutdownAsync(_ application: Application) async {
+        await storage.close()
     }
 }
 #endif

@@ -5,9 +5,12 @@
 //     comma-separated KEYS through a Storage with a RedisStore tier; the loader appends the key
 //     as a line to COUNT_FILE (O_APPEND) and takes 200 ms. Prints "values <n> <distinct>".
 //
-//   LarderRedisHelper bench PORT IN_FLIGHT SECONDS
-//     Reads one 100-byte value through RedisStore.entry(forKey:) from IN_FLIGHT tasks at once
-//     for SECONDS; prints "gets/s <n>" (Benchmarks/Redis/run.sh compares it with redis-benchmark).
+//   LarderRedisHelper bench PORT OPS
+//     Reads 100-byte values (1,000 keys) through RedisStore.entry(forKey:) OPS times from 1 task,
+//     then from 32 tasks at once (their calls pipeline on the store's connections), then in
+//     batches of 32 through entries(forKeys:) (one MGET each); prints one TSV line per
+//     measurement, "larder-redis<TAB>get|get-batch<TAB>IN_FLIGHT<TAB>gets/s", for
+//     Benchmarks/Redis/run.sh.
 //
 //   LarderRedisHelper follow PORT COUNT
 //     Reads keys k0…k(COUNT-1) (written before it started) into its memory tier, prints
@@ -28,13 +31,17 @@ func say(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
 
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
+
 /// The async read (a plain `value(forKey:)` here could pick the synchronous overload).
 func read(_ storage: Storage<String, String>, _ key: String) async throws -> String? {
     try await storage.value(forKey: key)
 }
 let arguments = CommandLine.arguments
 func usage() -> Never {
-    FileHandle.standardError.write(Data("usage: LarderRedisHelper stampede PORT KEYS COUNT_FILE TASKS START_UNIX_MS | bench PORT IN_FLIGHT SECONDS | follow PORT COUNT\n".utf8))
+    FileHandle.standardError.write(Data("usage: LarderRedisHelper stampede PORT KEYS COUNT_FILE TASKS START_UNIX_MS | bench PORT OPS | follow PORT COUNT\n".utf8))
     exit(2)
 }
 guard arguments.count >= 4, let port = Int(arguments[2]) else { usage() }
@@ -74,27 +81,41 @@ case "stampede":
     await store.close()
 
 case "bench":
-    guard arguments.count == 5, let inFlight = Int(arguments[3]), let seconds = Double(arguments[4]) else { usage() }
+    guard arguments.count == 4, let ops = Int(arguments[3]), ops >= 32 else { usage() }
     let store = try await RedisStore.connect(configuration: .init(
         port: port, namespace: "bench:", deadline: .seconds(10), isTrackingEnabled: false))
-    try await store.setValue(Data(repeating: 0x61, count: 100), forKey: "bench", expiry: .never, metadata: nil, isCompressible: false)
-    let end = ContinuousClock.now + .seconds(seconds)
-    let total = try await withThrowingTaskGroup(of: Int.self) { group in
-        for _ in 0..<inFlight {
-            group.addTask {
-                var count = 0
-                while ContinuousClock.now < end {
-                    guard try await store.entry(forKey: "bench")?.data.count == 100 else { throw CancellationError() }
-                    count += 1
+    let keys = (0..<1_000).map { "key-\($0)" }
+    let value = Data(repeating: 0x61, count: 100)
+    for key in keys { try await store.setValue(value, forKey: key, expiry: .never, metadata: nil, isCompressible: false) }
+    /// Runs `tasks` tasks that share `ops` gets; gets per second.
+    func measure(tasks: Int, _ get: @escaping @Sendable (Int) async throws -> Int) async throws -> Int {
+        let start = ContinuousClock.now
+        let fetched = try await withThrowingTaskGroup(of: Int.self) { group in
+            for task in 0..<tasks {
+                group.addTask {
+                    var fetched = 0
+                    for index in stride(from: task, to: ops, by: tasks) { fetched += try await get(index) }
+                    return fetched
                 }
-                return count
             }
+            var fetched = 0
+            for try await count in group { fetched += count }
+            return fetched
         }
-        var total = 0
-        for try await count in group { total += count }
-        return total
+        guard fetched == ops else { throw CancellationError() }
+        return Int(Double(ops) / (ContinuousClock.now - start).seconds)
     }
-    say("gets/s \(Int(Double(total) / seconds))")
+    @Sendable func get(_ index: Int) async throws -> Int {
+        try await store.entry(forKey: keys[index % keys.count])?.data == value ? 1 : 0
+    }
+    say("larder-redis\tget\t1\t\(try await measure(tasks: 1, get))")
+    say("larder-redis\tget\t32\t\(try await measure(tasks: 32, get))")
+    let batches = try await measure(tasks: 1) { index in
+        guard index % 32 == 0 else { return 0 }
+        let batch = (index..<min(index + 32, ops)).map { keys[$0 % keys.count] }
+        return try await store.entries(forKeys: batch).values.count { $0.data == value }
+    }
+    say("larder-redis\tget-batch\t32\t\(batches)")
     await store.close()
 
 case "follow":

@@ -50,7 +50,7 @@ final class RESPClientHandler: ChannelDuplexHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        failAll(error as? RedisError ?? RedisError(.connection, "\(error)"))
+        failAll(RedisError(wrapping: error))
         context.close(promise: nil)
     }
 
@@ -68,10 +68,11 @@ final class RedisConnection: Sendable {
         self.channel = channel
     }
 
-    /// Opens a connection to `host`:`port` on `eventLoop`; `onPush` receives push messages.
+    /// Opens a connection to `host`:`port` on `eventLoop`, over TLS when `tls` is set;
+    /// `onPush` receives push messages.
     static func connect(
         host: String, port: Int, on eventLoop: any EventLoop, timeout: TimeAmount, maxBulkLength: Int,
-        onPush: (@Sendable ([RESPValue]) -> Void)? = nil
+        tls: TLSClient?, onPush: (@Sendable ([RESPValue]) -> Void)? = nil
     ) -> EventLoopFuture<RedisConnection> {
         let parser = RESPParser(maxBulkLength: maxBulkLength)
         return ClientBootstrap(group: eventLoop)
@@ -79,6 +80,7 @@ final class RedisConnection: Sendable {
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    try tls?.addHandler(to: channel)
                     try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(RESPDecoder(parser: parser)))
                     try channel.pipeline.syncOperations.addHandler(RESPClientHandler(onPush: onPush))
                 }
@@ -108,7 +110,7 @@ final class RedisConnection: Sendable {
             }
             all.whenComplete { _ in timer.cancel() }
             channel.writeAndFlush(request).whenFailure { error in
-                for promise in promises { promise.fail(RedisError(.connection, "\(error)")) }
+                for promise in promises { promise.fail(RedisError(wrapping: error)) }
             }
         }
         if eventLoop.inEventLoop { start() } else { eventLoop.execute(start) }

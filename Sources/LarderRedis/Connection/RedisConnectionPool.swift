@@ -23,6 +23,7 @@ final class RedisConnectionPool: Sendable {
         var breakerCooldown: TimeAmount
         var maxBulkLength: Int
         var handshake: Handshake
+        var tls: TLSClient?
     }
 
     private enum Slot {
@@ -86,7 +87,7 @@ final class RedisConnectionPool: Sendable {
             throw error
         } catch {
             recordFailure()
-            throw RedisError(.connection, "\(error)")
+            throw RedisError(wrapping: error)
         }
     }
 
@@ -116,7 +117,7 @@ final class RedisConnectionPool: Sendable {
             let settings = settings
             let timeout = max(.nanoseconds(1), deadline - NIODeadline.now())
             RedisConnection.connect(host: settings.host, port: settings.port, on: loop, timeout: timeout,
-                                    maxBulkLength: settings.maxBulkLength)
+                                    maxBulkLength: settings.maxBulkLength, tls: settings.tls)
                 .flatMap { connection in
                     connection.send([settings.handshake.command], deadline: deadline).flatMapThrowing { replies in
                         do {
@@ -144,8 +145,8 @@ final class RedisConnectionPool: Sendable {
                         }
                         promise.succeed(connection)
                     case .failure(let failure):
-                        let error = failure as? RedisError ?? RedisError(.connection, "connecting to \(settings.host):\(settings.port): \(failure)")
-                        if error.code == .authentication || error.code == .unsupportedServer {
+                        let error = RedisError(wrapping: failure, context: "connecting to \(settings.host):\(settings.port)")
+                        if error.code == .authentication || error.code == .unsupportedServer || error.code == .tls {
                             lastRefusal.withLock { $0 = error }
                         }
                         slot.withLock { state in

@@ -16,6 +16,7 @@ final class TrackingConnection: Sendable {
         var host: String
         var port: Int
         var handshake: Handshake
+        var tls: TLSClient?
         var prefix: String
         var deadline: TimeAmount
         var heartbeat: Duration
@@ -80,7 +81,7 @@ final class TrackingConnection: Sendable {
                 }
                 try await keepAlive(connection)
             } catch {
-                lastError.withLock { $0 = error as? RedisError ?? RedisError(.connection, "\(error)") }
+                lastError.withLock { $0 = RedisError(wrapping: error) }
             }
             if live.exchange(false, ordering: .acquiringAndReleasing) {
                 onGap()
@@ -98,7 +99,7 @@ final class TrackingConnection: Sendable {
         let onInvalidate = onInvalidate
         let connection = try await RedisConnection.connect(
             host: settings.host, port: settings.port, on: group.next(), timeout: settings.deadline, maxBulkLength: 1 << 20,
-            onPush: { items in Self.deliver(items, to: onInvalidate) }
+            tls: settings.tls, onPush: { items in Self.deliver(items, to: onInvalidate) }
         ).get()
         current.withLock { $0 = connection }
         if closed.load(ordering: .relaxed) { connection.close() }

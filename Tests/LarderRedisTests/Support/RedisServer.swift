@@ -20,7 +20,9 @@ struct RedisServer: Sendable {
     /// Whether suites that need a server run: the binaries exist, or CI requires them (and fails).
     static var shouldRun: Bool { (binary != nil && cliBinary != nil) || isCI }
     /// Suites disabled when the binary is missing (kept by hand beside the suites).
-    static let serverSuites = ["RedisStoreTests", "RedisTrackingTests", "RedisLeaseTests", "RedisAuthTests", "RedisMultiProcessTests"]
+    static let serverSuites = [
+        "RedisStoreTests", "RedisTrackingTests", "RedisLeaseTests", "RedisAuthTests", "RedisMultiProcessTests", "RedisTLSTests",
+    ]
 
     let process: ChildProcess
     let port: Int
@@ -28,10 +30,14 @@ struct RedisServer: Sendable {
     let extraArguments: [String]
     /// The password `cli` authenticates with, if the server requires one.
     let password: String?
+    /// With certificates, the server speaks only TLS on ``port`` (`--port 0 --tls-port`), and
+    /// `cli` connects with the CA and the client certificate.
+    let certificates: TestCertificates?
 
     /// Starts redis-server in `scope` on a free port (or `port`) and waits until it answers.
     static func start(
-        in scope: ChildProcessScope, port: Int? = nil, arguments: [String] = [], password: String? = nil
+        in scope: ChildProcessScope, port: Int? = nil, arguments: [String] = [], password: String? = nil,
+        certificates: TestCertificates? = nil
     ) async throws -> RedisServer {
         guard let binary, cliBinary != nil else {
             Issue.record("redis-server is not installed (CI=true requires it): apt-get install -y redis-server")
@@ -40,10 +46,16 @@ struct RedisServer: Sendable {
         var attempt = 1
         while true {
             let chosen = try port ?? freePort()
-            let args = ["--port", "\(chosen)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                        "--protected-mode", "no", "--daemonize", "no", "--loglevel", "warning"] + arguments
+            let listen = certificates.map { certificates in
+                ["--port", "0", "--tls-port", "\(chosen)", "--tls-cert-file", certificates.serverCertificate,
+                 "--tls-key-file", certificates.serverKey, "--tls-ca-cert-file", certificates.authority]
+            } ?? ["--port", "\(chosen)"]
+            let args = listen + ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                                 "--protected-mode", "no", "--daemonize", "no", "--loglevel", "warning"] + arguments
             let process = try scope.start(URL(fileURLWithPath: binary), arguments: args)
-            let server = RedisServer(process: process, port: chosen, scope: scope, extraArguments: arguments, password: password)
+            let server = RedisServer(
+                process: process, port: chosen, scope: scope, extraArguments: arguments, password: password,
+                certificates: certificates)
             do {
                 try await server.waitUntilAnswering()
                 return server
@@ -61,7 +73,7 @@ struct RedisServer: Sendable {
 
     /// A new server on the same port (after ``kill()``).
     func restart() async throws -> RedisServer {
-        try await Self.start(in: scope, port: port, arguments: extraArguments, password: password)
+        try await Self.start(in: scope, port: port, arguments: extraArguments, password: password, certificates: certificates)
     }
 
     private func waitUntilAnswering() async throws {
@@ -89,6 +101,10 @@ struct RedisServer: Sendable {
         process.executableURL = URL(fileURLWithPath: Self.cliBinary ?? "/usr/bin/redis-cli")
         var args = ["-h", "127.0.0.1", "-p", "\(port)"]
         if let password { args += ["--no-auth-warning", "-a", password] }
+        if let certificates {
+            args += ["--tls", "--cacert", certificates.authority, "--cert", certificates.clientCertificate,
+                     "--key", certificates.clientKey]
+        }
         process.arguments = args + arguments
         let output = Pipe()
         process.standardOutput = output
