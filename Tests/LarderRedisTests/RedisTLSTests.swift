@@ -24,6 +24,21 @@ struct RedisTLSTests {
             serverName: serverName)
     }
 
+    /// Expects ``RedisStore/connect(configuration:tierID:)`` with `tls` to fail with code
+    /// `.tls`, its message naming `cause`.
+    func expectRefusal(
+        port: Int, _ tls: RedisTLS, tracking: Bool = false, naming cause: String? = nil,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async {
+        await #expect(sourceLocation: sourceLocation) {
+            _ = try await RedisStore.connect(configuration: .init(
+                port: port, tls: tls, deadline: .seconds(300), isTrackingEnabled: tracking))
+        } throws: { error in
+            guard let error = error as? RedisError else { return false }
+            return error.code == .tls && cause.map { error.message.contains($0) } != false
+        }
+    }
+
     // MARK: - Values and invalidations over TLS
 
     @Test func valuesAndInvalidationsFlowOverTLSWithAClientCertificate() async throws {
@@ -95,14 +110,8 @@ struct RedisTLSTests {
         try await withChildProcesses { scope in
             let server = try await RedisServer.start(in: scope, certificates: certificates)
             for tracking in [true, false] {
-                await #expect {
-                    _ = try await RedisStore.connect(configuration: .init(
-                        port: server.port, tls: tls(trusting: certificates.otherAuthority), deadline: .seconds(300),
-                        isTrackingEnabled: tracking))
-                } throws: { error in
-                    guard let error = error as? RedisError else { return false }
-                    return error.code == .tls && error.message.contains("CERTIFICATE_VERIFY_FAILED")
-                }
+                await expectRefusal(
+                    port: server.port, tls(trusting: certificates.otherAuthority), tracking: tracking, naming: "CERTIFICATE_VERIFY_FAILED")
             }
         }
     }
@@ -132,14 +141,7 @@ struct RedisTLSTests {
             // (the host) nor `cache.example.com`.
             let server = try await RedisServer.start(in: scope, certificates: certificates.showingNamedOnlyCertificate)
             for serverName in [nil, "cache.example.com"] {
-                await #expect {
-                    _ = try await RedisStore.connect(configuration: .init(
-                        port: server.port, tls: tls(serverName: serverName), deadline: .seconds(300),
-                        isTrackingEnabled: false))
-                } throws: { error in
-                    guard let error = error as? RedisError else { return false }
-                    return error.code == .tls && error.message.contains("failedToValidateHostname")
-                }
+                await expectRefusal(port: server.port, tls(serverName: serverName), naming: "failedToValidateHostname")
             }
         }
     }
@@ -147,13 +149,7 @@ struct RedisTLSTests {
     @Test func aServerThatRequiresAClientCertificateRefusesAStoreWithout() async throws {
         try await withChildProcesses { scope in
             let server = try await RedisServer.start(in: scope, certificates: certificates)
-            await #expect {
-                _ = try await RedisStore.connect(configuration: .init(
-                    port: server.port, tls: tls(withClientCertificate: false), deadline: .seconds(300),
-                    isTrackingEnabled: false))
-            } throws: { error in
-                (error as? RedisError)?.code == .tls
-            }
+            await expectRefusal(port: server.port, tls(withClientCertificate: false))
         }
     }
 
