@@ -60,10 +60,17 @@ func persistSharedTier(_ address: String?) throws -> (any CacheTier)? {
     }
 }
 let persistDirectory = directory.appendingPathComponent("persist")
+let shared: (any CacheTier)?
+do {
+    shared = try persistSharedTier(environment.get("SHARED_CACHE"))
+} catch {
+    print("\(error)")
+    exit(2)
+}
 let persist: any PersistDriver
 if environment.get("PERSIST") == "memory" {
     persist = MemoryPersistDriver()
-} else if let shared = try persistSharedTier(environment.get("SHARED_CACHE")) {
+} else if let shared {
     persist = try LarderPersistDriver(directory: persistDirectory, sharedTier: shared)  // the one line
 } else {
     persist = try LarderPersistDriver(directory: persistDirectory)

@@ -50,7 +50,13 @@ if Environment.get("CACHE") == "memory" {
     configuration.directory = directory
     configuration.memory.costLimit = 64 << 20  // bytes of JSON kept decoded in memory
     configuration.disk.sizeLimit = 512 << 20   // bytes on disk; survives restarts
-    let shared = try sharedTier(Environment.get("SHARED_CACHE"))
+    let shared: (any CacheTier)?
+    do {
+        shared = try sharedTier(Environment.get("SHARED_CACHE"))
+    } catch {
+        app.logger.critical("\(error)")
+        exit(2)
+    }
     let storage = try Larder.Storage(configuration: configuration, additionalTiers: shared.map { [$0] } ?? [], transformer: .jsonValue)
     app.caches.use(.larder(storage))
     #if Metrics
