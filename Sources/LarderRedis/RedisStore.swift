@@ -29,6 +29,9 @@ import Synchronization
 /// key>}` (the braces are a Redis Cluster hash tag: a key's lock and stale copy share its
 /// slot). Values whose envelope exceeds ``Configuration/maxItemSize`` are not stored remotely.
 ///
+/// With ``Configuration/tls`` set, every connection speaks TLS and verifies the server's
+/// certificate (``RedisTLS``).
+///
 /// Used directly, its methods throw ``Larder/StorageError`` (code `.io`, cause a
 /// ``RedisError``) on a remote failure; through `Storage` a failure is a miss.
 ///
