@@ -493,6 +493,22 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
         return moved == 1
     }
 
+    /// Moves the value aside, as ``invalidate(forKey:)`` does, only when it expires by `date`
+    /// and is still the bytes read here (compared in a script): a value written in between is
+    /// left fresh.
+    @discardableResult
+    public func invalidate(forKey key: String, ifExpiringBy date: Date) async throws -> Bool {
+        let resolved = resolve(key)
+        guard case .bulkString(let bytes) = try await send([[.string("GET"), .bytes(resolved.key)]])[0],
+              let current = await accept(bytes, resolved: resolved, storedAt: resolved.key),
+              let expiration = current.expirationDate, expiration <= date else { return false }
+        let reply = try await send([[
+            .string("EVAL"), .string(Scripts.moveAsideIfEqual), .string("2"), .bytes(resolved.key), .bytes(resolved.stale), .buffer(bytes),
+        ]])[0]
+        guard case .integer(let moved) = reply else { throw unexpected(reply, "EVAL (invalidate if due)") }
+        return moved == 1
+    }
+
     /// Deletes the lock if this caller still holds it (its loader failed), so that waiters
     /// stop waiting at once and one of them takes the lock.
     public func releaseLease(_ lease: TierLease, forKey key: String) async throws {
@@ -693,6 +709,11 @@ enum Scripts {
     /// KEYS: value, stale. Renames the value to its stale copy (TTL kept); 1 if there was one.
     static let moveAside = """
         if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('RENAME', KEYS[1], KEYS[2]) return 1 end
+        return 0
+        """
+    /// KEYS: value, stale; ARGV: bytes. ``moveAside``, only while the value is exactly these bytes.
+    static let moveAsideIfEqual = """
+        if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('RENAME', KEYS[1], KEYS[2]) return 1 end
         return 0
         """
     /// KEYS: key; ARGV: bytes. Deletes the key only while it holds exactly these bytes.

@@ -14,9 +14,9 @@ import Synchronization
 /// `breakerThreshold` consecutive failures the breaker opens: operations fail at once until
 /// `breakerCooldown` has passed, then one probe is let through.
 ///
-/// A batch that is the only call in flight, from a caller off the event loops, goes through the
-/// pool's ``DirectSocket`` instead when it is connected and free: the caller's thread writes it
-/// and reads the replies, with no hop to an event loop and back.
+/// A command or batch that is the only call in flight, from a caller off the event loops, goes
+/// through the pool's ``DirectSocket`` instead when it is connected and free: the caller's thread
+/// writes it and reads the replies, with no hop to an event loop and back.
 final class ConnectionPool: Sendable {
     struct Settings: Sendable {
         var host: String
@@ -59,7 +59,7 @@ final class ConnectionPool: Sendable {
     private let healthy = Atomic<Bool>(true)
     private let nextSlot = Atomic<Int>(0)
     private let isClosed = Atomic<Bool>(false)
-    /// Commands and batches in flight: a batch that is alone, from a caller off the event loops,
+    /// Commands and batches in flight: one that is alone, from a caller off the event loops,
     /// goes through `direct` (no thread hop) when that socket is free.
     private let inFlight = Atomic<Int>(0)
     private let direct: DirectSocket
@@ -89,9 +89,13 @@ final class ConnectionPool: Sendable {
         try admit()
         let deadline = NIODeadline.now() + settings.deadline
         let loopSlot = slotLoops.firstIndex { $0.inEventLoop }
-        inFlight.wrappingAdd(1, ordering: .relaxed)
+        let alone = inFlight.wrappingAdd(1, ordering: .relaxed).oldValue == 0
         defer { inFlight.wrappingSubtract(1, ordering: .relaxed) }
         do {
+            if alone, loopSlot == nil, DirectSocket.accepts(command), let response = try await direct.send(command, deadline: deadline) {
+                recordSuccess()
+                return response
+            }
             let connection = try await connection(at: loopSlot ?? nextSlotInTurn(), deadline: deadline)
             // The handler keeps the deadline (one timer per connection) and resumes this task
             // from the event loop; commands queued by many callers leave in one write.
