@@ -598,8 +598,9 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
     }
 
     /// Reads the value with its CAS and invalidates exactly those bytes (`md … I C<cas>`) when
-    /// they expire by `date`; a value written in between is left fresh. A value already stale
-    /// (`X`) is left as it is, with its lease.
+    /// they expire by `date`, give or take the second of memcached's whole-second TTLs (a read's
+    /// expiration is capped by the server's remaining TTL); a value written in between is left
+    /// fresh. A value already stale (`X`) is left as it is, with its lease.
     @discardableResult
     nonisolated(nonsending) public func invalidate(forKey key: String, ifExpiringBy date: Date) async throws -> Bool {
         let resolved = remoteKey.resolve(key)
@@ -607,7 +608,7 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
         let response = try await send(MetaCommand(.get, key: resolved.key, flags: Self.getFlags), to: member, key: resolved.key, isWrite: false)
         guard response.status == .value, let current = await accept(response, resolved: resolved, from: member),
               !response.hasFlag(UInt8(ascii: "X")), let cas = response.integerFlag(UInt8(ascii: "c")),
-              let expiration = current.expirationDate, expiration <= date else { return false }
+              let expiration = current.expirationDate, expiration <= date.addingTimeInterval(1) else { return false }
         let marked = try await send(
             MetaCommand(.delete, key: resolved.key, flags: [.invalidate, .compareCAS(cas)]), to: member, key: resolved.key, isWrite: true)
         switch marked.status {

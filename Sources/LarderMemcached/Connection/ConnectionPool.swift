@@ -1,5 +1,6 @@
 #if Memcached
 import Larder
+import LarderRemoteCore
 import NIOCore
 import NIOPosix
 import Synchronization
@@ -41,22 +42,13 @@ final class ConnectionPool: Sendable {
         var backoff: TimeAmount
     }
 
-    private struct Breaker {
-        var consecutiveFailures = 0
-        var openUntil: NIODeadline?
-        var probing = false
-    }
-
     let settings: Settings
     let group: any EventLoopGroup
     private let slots: [Locked<SlotState>]
     /// The event loop each slot's connection lives on, fixed at start, so that a caller already
     /// on one of them is given that loop's connection (no thread hop either way).
     private let slotLoops: [any EventLoop]
-    private let breaker = Locked(Breaker())
-    /// Mirrors `breaker` (no failures, not open, no probe), so that the usual call (a healthy
-    /// server) checks and records it with one atomic load instead of two lock round trips.
-    private let healthy = Atomic<Bool>(true)
+    private let breaker: CircuitBreaker
     private let nextSlot = Atomic<Int>(0)
     private let isClosed = Atomic<Bool>(false)
     /// Commands and batches in flight: one that is alone, from a caller off the event loops,
@@ -71,6 +63,7 @@ final class ConnectionPool: Sendable {
 
     init(settings: Settings, group: any EventLoopGroup) {
         self.settings = settings
+        breaker = CircuitBreaker(threshold: settings.breakerThreshold, cooldown: settings.breakerCooldown)
         self.group = group
         slots = (0..<max(1, settings.connectionCount)).map { _ in Locked(SlotState(backoff: settings.reconnectBackoff.initial)) }
         slotLoops = slots.map { _ in group.next() }
@@ -151,7 +144,7 @@ final class ConnectionPool: Sendable {
     }
 
     /// Whether the server's last call succeeded and its breaker is closed (one atomic load).
-    var isHealthy: Bool { healthy.load(ordering: .relaxed) }
+    var isHealthy: Bool { breaker.isHealthy }
 
     /// Closes every connection; later calls throw `.closed`.
     func close() async {
@@ -243,43 +236,18 @@ final class ConnectionPool: Sendable {
     // MARK: - Circuit breaker
 
     private func admit() throws {
-        if healthy.load(ordering: .relaxed) { return }
-        let now = NIODeadline.now()
-        let allowed: Bool = breaker.withLock { breaker in
-            guard let openUntil = breaker.openUntil else { return true }
-            guard now >= openUntil, !breaker.probing else { return false }
-            breaker.probing = true
-            healthy.store(false, ordering: .relaxed)
-            return true
-        }
-        guard allowed else {
+        guard breaker.admit() else {
             counters.breakerRejections.add(1, ordering: .relaxed)
             throw MemcachedError(.breakerOpen, "the circuit breaker is open after repeated failures")
         }
     }
 
     private func recordSuccess() {
-        if healthy.load(ordering: .relaxed) { return }
-        breaker.withLock { breaker in
-            breaker.consecutiveFailures = 0
-            breaker.openUntil = nil
-            breaker.probing = false
-            healthy.store(true, ordering: .relaxed)
-        }
+        breaker.recordSuccess()
     }
 
     private func recordFailure() {
-        let opened: Bool = breaker.withLock { breaker in
-            breaker.consecutiveFailures += 1
-            healthy.store(false, ordering: .relaxed)
-            if breaker.probing || (breaker.openUntil == nil && breaker.consecutiveFailures >= settings.breakerThreshold) {
-                breaker.probing = false
-                breaker.openUntil = NIODeadline.now() + settings.breakerCooldown
-                return true
-            }
-            return false
-        }
-        if opened { counters.breakerOpens.add(1, ordering: .relaxed) }
+        if breaker.recordFailure() { counters.breakerOpens.add(1, ordering: .relaxed) }
     }
 }
 
