@@ -16,9 +16,9 @@ struct HTTPImageFetcherRequestTests {
         png = try Fixture.all.first { $0.name == "image.png" }!.data
     }
 
-    func makeFetcher(attempts: Int = 3, threshold: Int = 3) -> HTTPImageFetcher {
+    func makeFetcher(attempts: Int = 3, threshold: Int = 3, timeout: Duration = .seconds(5)) -> HTTPImageFetcher {
         HTTPImageFetcher {
-            $0.timeout = .seconds(5)
+            $0.timeout = timeout
             $0.maximumAttempts = attempts
             $0.retryDelay = .milliseconds(10)
             $0.hostFailureThreshold = threshold
@@ -113,6 +113,35 @@ struct HTTPImageFetcherRequestTests {
         // Then both come from the server, each with one request
         #expect(first.source == .network && second.source == .network)
         #expect(server.requestCount("/first.png") == 1 && server.requestCount("/second.png") == 1)
+    }
+
+    @Test
+    func aCancelledFetchIsNeitherRetriedNorCountedByTheOriginsBreaker() async throws {
+        // Given a server that holds the first request for one path until the test lets it go
+        // (or 280 s pass), and a fetcher whose breaker opens at the first failure
+        let png = self.png
+        let release = DispatchSemaphore(value: 0)
+        let server = try TestHTTPServer { path, attempt in
+            if path == "/held.png", attempt == 1 { _ = release.wait(timeout: .now() + 280) }
+            return TestHTTPServer.Response(headers: [("Content-Type", "image/png")], body: png)
+        }
+        defer { release.signal() }
+        let fetcher = makeFetcher(attempts: 3, threshold: 1, timeout: .seconds(600))
+        let held = server.url("/held.png")
+        let task = Task { try await fetcher.fetch(held) }
+        // When the fetch is cancelled while the server holds its request (no deadline of its
+        // own for the request to arrive: the suite's time limit bounds the wait)
+        while server.requestCount("/held.png") < 1 {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        task.cancel()
+        await #expect(throws: ImageFetchError.cancelled) { try await task.value }
+        release.signal()
+        // Then the origin's next image and the same URL are fetched at once, and the cancelled
+        // fetch made no request of its own after the first
+        #expect(try await fetcher.fetch(server.url("/next.png")).data == png)
+        #expect(try await fetcher.fetch(held).data == png)
+        #expect(server.requestCount("/held.png") == 2)
     }
 
     // MARK: - One breaker per origin
