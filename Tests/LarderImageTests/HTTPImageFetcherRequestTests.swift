@@ -72,6 +72,11 @@ struct HTTPImageFetcherRequestTests {
         let url = try #require(URL(string: "HTTPS://CDN.Example.COM:8443/Path/A.PNG?Token=AbC"))
         let request = try #require(HTTPImageFetcher.requestURL(for: url))
         #expect(request.absoluteString == "https://cdn.example.com:8443/Path/A.PNG?Token=AbC")
+        // An internationalised host is requested in its punycode form, whatever its case
+        for idn in ["http://BÜCHER.Example/a.png", "http://bücher.example/a.png", "http://XN--BCHER-KVA.example/a.png"] {
+            let url = try #require(URL(string: idn))
+            #expect(HTTPImageFetcher.requestURL(for: url)?.absoluteString == "http://xn--bcher-kva.example/a.png", "\(idn)")
+        }
         #expect(HTTPImageFetcher.requestURL(for: try #require(URL(string: "ftp://example.com/a.png"))) == nil)
         #expect(HTTPImageFetcher.requestURL(for: try #require(URL(string: "http:///a.png"))) == nil)
         #expect(HTTPImageFetcher.requestURL(for: URL(fileURLWithPath: "/tmp/a.png")) == nil)
