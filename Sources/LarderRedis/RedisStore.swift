@@ -436,12 +436,14 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
             return
         }
         // The lock first: a fill racing this write is refused (it checks the lock), or runs
-        // before the SET, which then replaces it.
+        // before the SET, which then replaces it. One key per DEL: a cluster node whose slot is
+        // migrating refuses a command of several keys that it holds only some of.
         let replies = try await send([
-            [.string("DEL"), .bytes(resolved.lock), .bytes(resolved.stale)],
+            [.string("DEL"), .bytes(resolved.lock)],
+            [.string("DEL"), .bytes(resolved.stale)],
             [.string("SET"), .bytes(resolved.key), .buffer(envelope)] + ttl.arguments,
         ], routedBy: resolved.key)
-        guard case .simpleString("OK") = replies[1] else { throw unexpected(replies[1], "SET") }
+        guard case .simpleString("OK") = replies[2] else { throw unexpected(replies[2], "SET") }
         counters.writes.add(1, ordering: .relaxed)
     }
 
@@ -449,10 +451,11 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
     public func removeValue(forKey key: String) async throws -> Bool {
         let resolved = resolve(key)
         let replies = try await send([
-            [.string("DEL"), .bytes(resolved.lock), .bytes(resolved.stale)],
+            [.string("DEL"), .bytes(resolved.lock)],
+            [.string("DEL"), .bytes(resolved.stale)],
             [.string("DEL"), .bytes(resolved.key)],
         ], routedBy: resolved.key)
-        guard case .integer(let removed) = replies[1] else { throw unexpected(replies[1], "DEL") }
+        guard case .integer(let removed) = replies[2] else { throw unexpected(replies[2], "DEL") }
         return removed > 0
     }
 

@@ -312,7 +312,8 @@ struct RedisClusterTests {
                             } catch {
                                 thrown.add()
                             }
-                            if round % 50 == 0 { await Task.yield() }
+                            // A dead node fails fast: leave the machine to the others now and then.
+                            if round % 10 == 0 { try? await Task.sleep(for: .milliseconds(1)) }
                         }
                     }
                 }
