@@ -274,8 +274,9 @@ struct RedisClusterTests {
             let killedAt = Locked<ContinuousClock.Instant?>(nil)
             let firstVictimHit = Locked<ContinuousClock.Instant?>(nil)
             let stop = Locked(false)
-            /// Checks a value read for key `index`: its own, never another key's.
-            @Sendable func check(_ value: String?, index: Int, at instant: ContinuousClock.Instant) {
+            /// Checks a value read for key `index`: its own, never another key's. A remote read
+            /// started after the kill that hits a key of the killed primary is the recovery.
+            @Sendable func check(_ value: String?, index: Int, remoteReadStartedAt started: ContinuousClock.Instant? = nil) {
                 guard let value else {
                     misses.add()
                     return
@@ -285,8 +286,9 @@ struct RedisClusterTests {
                     return
                 }
                 hits.add()
-                if victimSet.contains(index), let killed = killedAt.withLock({ $0 }), instant > killed {
-                    firstVictimHit.withLock { if $0 == nil { $0 = instant } }
+                if victimSet.contains(index), let started, let killed = killedAt.withLock({ $0 }), started > killed {
+                    let now = ContinuousClock.now
+                    firstVictimHit.withLock { if $0 == nil { $0 = now } }
                 }
             }
             await withTaskGroup(of: Void.self) { group in
@@ -299,15 +301,16 @@ struct RedisClusterTests {
                             do {
                                 if reader == 0 {
                                     let indices = (0..<20).map { _ in Int.random(in: 0..<keyCount) }
+                                    let started = ContinuousClock.now
                                     let found = try await storage.values(forKeys: indices.map { "k\($0)" }, tiers: .remote)
-                                    let now = ContinuousClock.now
-                                    for index in Set(indices) { check(found["k\(index)"], index: index, at: now) }
+                                    for index in Set(indices) { check(found["k\(index)"], index: index, remoteReadStartedAt: started) }
                                 } else {
                                     let index = reader == 1 ? victimKeys.randomElement()! : Int.random(in: 0..<keyCount)
+                                    let started = ContinuousClock.now
                                     let value = try await storage.value(forKey: "k\(index)", tiers: .remote)
-                                    check(value, index: index, at: .now)
+                                    check(value, index: index, remoteReadStartedAt: started)
                                     // And through every tier, memory copies included.
-                                    check(try await storage.value(forKey: "k\(index)"), index: index, at: .now)
+                                    check(try await storage.value(forKey: "k\(index)"), index: index)
                                 }
                             } catch {
                                 thrown.add()
@@ -335,8 +338,9 @@ struct RedisClusterTests {
                     // Load first, then the kill.
                     _ = await eventually { hits.value > 200 }
                     guard let victimNode = cluster.node(port: victim.port) else { return }
-                    killedAt.withLock { $0 = .now }
+                    // From the moment the process is gone (reaped).
                     await victimNode.kill()
+                    killedAt.withLock { $0 = .now }
                     // Until every key of the killed primary is read again (generous: a loaded
                     // machine only makes this slower).
                     _ = await eventually { firstVictimHit.withLock { $0 } != nil }
