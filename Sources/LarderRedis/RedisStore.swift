@@ -447,6 +447,42 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
         counters.writes.add(1, ordering: .relaxed)
     }
 
+    /// Stores many values at once: each key's commands go to the server of its slot, each
+    /// server's share pipelined on one connection and every server at once.
+    ///
+    /// As ``setValue(_:forKey:expiry:metadata:isCompressible:)`` does for one key, a value that
+    /// must not be stored remotely (expired already, or larger than
+    /// ``Configuration/maxItemSize``) removes the key's remote value instead.
+    ///
+    /// ```swift
+    /// try await remote.setValues(["home": home, "trending": trending], expiry: .seconds(60))
+    /// ```
+    ///
+    /// - Throws: ``Larder/StorageError`` (code `.io`) when a server failed; the values on the
+    ///   other servers are stored.
+    public func setValues(_ values: [String: Data], expiry: Expiry? = nil, isCompressible: Bool = false) async throws {
+        var commands: [(key: [UInt8], command: [RESPArgument])] = []
+        var sets: [Int] = []
+        for (key, data) in values {
+            let resolved = resolve(key)
+            // As in setValue: the lock first, one key per DEL.
+            commands.append((resolved.key, [.string("DEL"), .bytes(resolved.lock)]))
+            commands.append((resolved.key, [.string("DEL"), .bytes(resolved.stale)]))
+            if let (envelope, ttl) = try prepare(data, expiry: expiry, metadata: nil, isCompressible: isCompressible,
+                                                  digest: resolved.digest) {
+                sets.append(commands.count)
+                commands.append((resolved.key, [.string("SET"), .bytes(resolved.key), .buffer(envelope)] + ttl.arguments))
+            } else {
+                commands.append((resolved.key, [.string("DEL"), .bytes(resolved.key)]))
+            }
+        }
+        guard !commands.isEmpty else { return }
+        let results = await servers.sendAll(commands)
+        let stored = sets.filter { if case .success(.simpleString("OK")) = results[$0] { true } else { false } }.count
+        counters.writes.add(stored, ordering: .relaxed)
+        _ = try await checked(try results.map { try $0.get() })
+    }
+
     @discardableResult
     public func removeValue(forKey key: String) async throws -> Bool {
         let resolved = resolve(key)

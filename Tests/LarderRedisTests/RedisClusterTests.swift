@@ -116,7 +116,8 @@ struct RedisClusterTests {
             let store = try await RedisStore.connect(configuration: Self.configuration(cluster))
             let storage = try Storage<String, String>(configuration: .init(), additionalTiers: [store], transformer: .string)
             let keys = (0..<300).map { "key-\($0)" }
-            for key in keys { try await store.setValue(Data("value of \(key)".utf8), forKey: key, expiry: .seconds(3_600), metadata: nil, isCompressible: false) }
+            // One batch of writes, split by slot over every primary at once.
+            try await store.setValues(Dictionary(uniqueKeysWithValues: keys.map { ($0, Data("value of \($0)".utf8)) }), expiry: .seconds(3_600))
             #expect(store.statistics.writes == keys.count)
             // Every primary holds a share.
             let primaries = try cluster.primaries()
@@ -167,6 +168,29 @@ struct RedisClusterTests {
             await other.close()
             await store.close()
         }
+    }
+
+    @Test func aClusterNoNodeOfWhichAnswersIsAClearErrorAtConnectAndAMissThroughStorage() async throws {
+        // Seeds where nothing listens.
+        let seeds = try (0..<2).map { _ in RedisStore.Node(host: "127.0.0.1", port: try RedisServer.freePort()) }
+        var configuration = RedisStore.Configuration(clusterSeeds: seeds, namespace: "c:")
+        configuration.deadline = .seconds(300)
+        await #expect {
+            _ = try await RedisStore.connect(configuration: configuration)
+        } throws: { error in
+            (error as? RedisError)?.code == .connection
+        }
+        let store = try RedisStore(configuration: configuration)
+        let storage = try Storage<String, String>(configuration: .init(), additionalTiers: [store], transformer: .string)
+        #expect(try await storage.value(forKey: "k") == nil)
+        #expect(try await storage.values(forKeys: ["a", "b"]).isEmpty)
+        try await storage.setValue("v", forKey: "k", expiry: .seconds(60))
+        #expect(store.statistics.errors >= 2)
+        await #expect(throws: StorageError.self) { try await store.entry(forKey: "k") }
+        // A bad seed is refused at once.
+        #expect(throws: StorageError.self) { try RedisStore(configuration: .init(clusterSeeds: [.init(host: "a b", port: 7000)])) }
+        #expect(throws: StorageError.self) { try RedisStore(configuration: .init(clusterSeeds: [.init(host: "h", port: 0)])) }
+        await store.close()
     }
 
     @Test func aMigratingSlotIsFollowedThroughAskAndAMovedSlotThroughMoved() async throws {
