@@ -23,6 +23,11 @@ import Synchronization
 /// let feed = try await storage.value(forKey: "home", expiry: .seconds(60)) { _ in try await api.fetchHome() }
 /// ```
 ///
+/// With ``Configuration/clusterSeeds`` it works on a Redis Cluster: each key goes to the primary
+/// that serves its hash slot, `MOVED` and `ASK` redirections are followed, the slot map is read
+/// again when it changes, batches are split by slot and sent to every primary at once, and a
+/// failed primary's keys are misses until its replica has taken over.
+///
 /// Every value is stored in the same envelope as ``LarderMemcached``'s (magic, version,
 /// encoding, CRC-32C, the original key's digest): bytes another client wrote, damaged bytes or
 /// another key's bytes are a miss and are deleted. Keys become `namespace{<hex SHA-256 of the
@@ -87,7 +92,7 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
         public var isTrackingEnabled: Bool
         /// The longest a local copy of a remote value lives; `.zero` keeps none; `nil` bounds it
         /// by the value's expiry only. With tracking, no copy is made while the tracking
-        /// connection is down. Defaults to 10 minutes.
+        /// connection (in a cluster, any primary's) is down. Defaults to 10 minutes.
         public var localCopyMaxAge: Duration?
         /// How often the tracking connection is pinged (a server that stopped answering is a
         /// lost connection). Defaults to 1 s.
@@ -323,7 +328,8 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
     public var leaseWaitLimit: Duration { configuration.leaseWaitLimit }
     public var leaseDuration: Duration { configuration.leaseDuration }
 
-    /// Whether invalidations are flowing now (tracking on and its connection subscribed).
+    /// Whether invalidations are flowing now (tracking on and its connection, or in a cluster
+    /// every primary's, subscribed).
     public var isTrackingLive: Bool { tracking?.isLive ?? false }
 
     /// The store's counters.

@@ -293,6 +293,12 @@ struct RedisClusterTests {
                 return found.count == keyCount
             })
             try await cluster.waitUntilReplicated(primaryPort: victim.port)
+            // An instance that only holds local copies (read once, before the kill).
+            let watcher = try await RedisStore.connect(configuration: configuration)
+            let watching = try Storage<String, String>(configuration: .init(), additionalTiers: [watcher], transformer: .string)
+            #expect(await eventually { watcher.isTrackingLive })
+            for index in 0..<30 { _ = try await watching.value(forKey: "k\(index)") }
+            #expect(watching.memory.totalCount > 0)
 
             let wrong = Tally(), thrown = Tally(), hits = Tally(), misses = Tally()
             let killedAt = Locked<ContinuousClock.Instant?>(nil)
@@ -383,13 +389,16 @@ struct RedisClusterTests {
             #expect(wrong.value == 0, "no read returned another key's value")
             #expect(thrown.value == 0, "no call threw")
             #expect(misses.value > 0 || recovered - killed < .seconds(1), "reads of the dead primary's slots were misses")
-            // Tracking follows the new primary.
-            #expect(await eventually { store.isTrackingLive })
+            // The lost primary's tracking connection dropped every local copy; tracking follows
+            // the new primary.
+            #expect(watching.memory.totalCount == 0)
+            #expect(await eventually { store.isTrackingLive && watcher.isTrackingLive })
             #expect(store.statistics.topologyRefreshes >= 2)
             let seconds = (recovered - killed) / .seconds(1)
             FileHandle.standardError.write(Data(String(
                 format: "RedisClusterTests failover: hits on the killed primary's keys came back %.3f s after the kill (%d hits, %d misses, %d wrong, %d thrown)\n",
                 seconds, hits.value, misses.value, wrong.value, thrown.value).utf8))
+            await watcher.close()
             await store.close()
         }
     }

@@ -9,7 +9,9 @@ import Synchronization
 ///
 /// It is live while every primary's connection is. Each connection that starts or stops runs
 /// `onGap`, so every local copy goes when any primary's stream has a gap, and when a primary
-/// leaves the map (its slots went to another node).
+/// leaves the map (its slots went to another node). While it is not live, it asks the cluster
+/// for a refresh every heartbeat: a primary that failed is replaced in the map (and so here) even
+/// when no command has failed.
 final class ClusterTracking: TrackingSubscription {
     private struct State {
         var connections: [RedisStore.Node: TrackingConnection] = [:]
@@ -26,6 +28,7 @@ final class ClusterTracking: TrackingSubscription {
     private let onInvalidate: @Sendable ([String]?) -> Void
     private let onGap: @Sendable () -> Void
     private let state = Locked(State())
+    private let watchdog = Locked<Task<Void, Never>?>(nil)
 
     init(cluster: RedisCluster, settings: TrackingConnection.Settings, group: any EventLoopGroup,
          onInvalidate: @escaping @Sendable ([String]?) -> Void, onGap: @escaping @Sendable () -> Void) {
@@ -63,6 +66,16 @@ final class ClusterTracking: TrackingSubscription {
         guard isFirst else { return }
         cluster.observePrimaries { [weak self] primaries in self?.follow(primaries) }
         cluster.requestRefresh()
+        let heartbeat = settings.heartbeat
+        watchdog.withLock { task in
+            task = Task { [weak self] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: heartbeat)
+                    guard let self, !Task.isCancelled else { return }
+                    if !self.isLive { self.cluster.requestRefresh() }
+                }
+            }
+        }
     }
 
     /// A connection to each of `primaries`; those to other nodes closed.
@@ -93,6 +106,7 @@ final class ClusterTracking: TrackingSubscription {
     }
 
     func close() async {
+        watchdog.withLock { $0 }?.cancel()
         let connections = state.withLock { state in
             state.isClosed = true
             defer { state.connections = [:] }
