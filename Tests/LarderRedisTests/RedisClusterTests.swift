@@ -267,7 +267,8 @@ struct RedisClusterTests {
 
     @Test func aKilledPrimaryCostsOnlyMissesUntilItsReplicaTakesOver() async throws {
         try await withChildProcesses { scope in
-            let cluster = try await RedisTestCluster.start(in: scope)
+            // A replica takes over after a second without its primary.
+            let cluster = try await RedisTestCluster.start(in: scope, nodeTimeout: .seconds(1))
             var configuration = Self.configuration(cluster, namespace: "fo:", tracking: true)
             // Short deadlines so a dead node is a quick miss; nothing below bounds how long anything takes.
             configuration.deadline = .seconds(2)

@@ -32,6 +32,8 @@ final class RedisCluster: RedisServers {
         /// The refresh waiting for its gap or in flight; its result says whether the map was read.
         var refresh: Task<RedisError?, Never>?
         var lastRefresh: ContinuousClock.Instant?
+        /// Why the last refresh read no slot map (`nil` after one that did).
+        var lastRefreshFailure: RedisError?
         var observers: [@Sendable ([RedisStore.Node]) -> Void] = []
         var isClosed = false
     }
@@ -195,19 +197,28 @@ final class RedisCluster: RedisServers {
         return asking ? stride(from: 1, to: replies.count, by: 2).map { replies[$0] } : replies
     }
 
-    /// The primary of `slot` (`nil`: any primary), reading the slot map first if there is none
-    /// yet or it names no node for the slot.
+    /// The primary of `slot` (`nil`: any primary). Without one in the slot map, the first call
+    /// waits for the first refresh; once a refresh has run, a call fails at once (a miss) and asks
+    /// for another, so an unreachable cluster costs no call more than its deadline.
     private func primary(forSlot slot: Int?) async throws -> RedisStore.Node {
-        func lookUp() -> RedisStore.Node? {
+        func lookUp() -> (node: RedisStore.Node?, hasRefreshed: Bool, failure: RedisError?) {
             state.withLock { state in
-                guard let topology = state.topology else { return nil }
-                return slot.map { topology.primary(forSlot: $0) } ?? topology.primaries.first
+                let node = state.topology.flatMap { topology in
+                    slot.map { topology.primary(forSlot: $0) } ?? topology.primaries.first
+                }
+                return (node, state.lastRefresh != nil, state.lastRefreshFailure)
             }
         }
-        if let node = lookUp() { return node }
-        let failure = await refresh()
-        if let node = lookUp() { return node }
-        throw failure ?? RedisError(.connection, "no node of the cluster serves slot \(slot.map(String.init) ?? "any")")
+        var found = lookUp()
+        if let node = found.node { return node }
+        if found.hasRefreshed {
+            requestRefresh()
+        } else {
+            _ = await refresh()
+            found = lookUp()
+            if let node = found.node { return node }
+        }
+        throw found.failure ?? RedisError(.connection, "no node of the cluster serves slot \(slot.map(String.init) ?? "any")")
     }
 
     /// The pool of `node`, made on first use; `nil` once closed.
@@ -266,7 +277,11 @@ final class RedisCluster: RedisServers {
         let (retired, observers) = state.withLock { state -> ([RedisConnectionPool], [@Sendable ([RedisStore.Node]) -> Void]) in
             state.refresh = nil
             state.lastRefresh = .now
-            guard case .success(let topology) = result else { return ([], []) }
+            guard case .success(let topology) = result else {
+                if case .failure(let error) = result { state.lastRefreshFailure = error }
+                return ([], [])
+            }
+            state.lastRefreshFailure = nil
             let changed = state.topology?.primaries != topology.primaries
             state.topology = topology
             var retired: [RedisConnectionPool] = []

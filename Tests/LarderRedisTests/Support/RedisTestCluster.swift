@@ -6,7 +6,7 @@ import LarderTestSupport
 /// A real Redis Cluster of three primaries and three replicas, started by a test on free
 /// loopback ports (`redis-server --cluster-enabled yes` six times, then
 /// `redis-cli --cluster create … --cluster-replicas 1`), each node stopped by its PID with the
-/// scope. A replica takes over a failed primary after `cluster-node-timeout` (1 s).
+/// scope. A replica takes over a failed primary after `cluster-node-timeout`.
 struct RedisTestCluster: Sendable {
     /// Every node, in creation order (the first three start as primaries).
     let nodes: [RedisServer]
@@ -16,7 +16,10 @@ struct RedisTestCluster: Sendable {
     /// Where a store reads the slot map from.
     var seeds: [RedisStore.Node] { nodes.prefix(3).map { RedisStore.Node(host: "127.0.0.1", port: $0.port) } }
 
-    static func start(in scope: ChildProcessScope) async throws -> RedisTestCluster {
+    /// Starts the cluster; `nodeTimeout` is how long a node may not answer before a replica takes
+    /// over (long by default, so that a stalled machine fails no node over by accident).
+    static func start(in scope: ChildProcessScope, nodeTimeout: Duration = .seconds(30)) async throws -> RedisTestCluster {
+        let milliseconds = nodeTimeout.components.seconds * 1000 + nodeTimeout.components.attoseconds / 1_000_000_000_000_000
         let directory = try TemporaryDirectory("larder-redis-cluster")
         var nodes: [RedisServer] = []
         for index in 0..<6 {
@@ -24,7 +27,7 @@ struct RedisTestCluster: Sendable {
             try FileManager.default.createDirectory(at: nodeDirectory, withIntermediateDirectories: true)
             nodes.append(try await RedisServer.start(in: scope, arguments: [
                 "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--dir", nodeDirectory.path,
-                "--cluster-node-timeout", "1000", "--cluster-replica-validity-factor", "0",
+                "--cluster-node-timeout", "\(milliseconds)", "--cluster-replica-validity-factor", "0",
                 "--repl-diskless-sync-delay", "0",
             ]))
         }
