@@ -515,8 +515,9 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
         for server in try await reaching(await servers.everyServer()) {
             var cursor = "0"
             repeat {
-                let reply = try await checked(await server.send([[.string("SCAN"), .string(cursor), .string("MATCH"),
-                                                             .string(configuration.namespace + "*"), .string("COUNT"), .string("1000")]]))[0]
+                let scan: [RESPArgument] = [.string("SCAN"), .string(cursor), .string("MATCH"), .string(configuration.namespace + "*"),
+                                            .string("COUNT"), .string("1000")]
+                let reply = try await checked(await server.send([scan]))[0]
                 guard case .array(let parts) = reply, parts.count == 2, let next = parts[0].string,
                       case .array(let keys) = parts[1] else { throw unexpected(reply, "SCAN") }
                 let names: [[UInt8]] = keys.compactMap { key in
