@@ -614,12 +614,12 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
     @discardableResult
     public func invalidate(forKey key: String, ifExpiringBy date: Date) async throws -> Bool {
         let resolved = resolve(key)
-        guard case .bulkString(let bytes) = try await send([[.string("GET"), .bytes(resolved.key)]])[0],
+        guard case .bulkString(let bytes) = try await send([[.string("GET"), .bytes(resolved.key)]], routedBy: resolved.key)[0],
               let current = await accept(bytes, resolved: resolved, storedAt: resolved.key),
               let expiration = current.expirationDate, expiration <= date else { return false }
         let reply = try await send([[
             .string("EVAL"), .string(Scripts.moveAsideIfEqual), .string("2"), .bytes(resolved.key), .bytes(resolved.stale), .buffer(bytes),
-        ]])[0]
+        ]], routedBy: resolved.key)[0]
         guard case .integer(let moved) = reply else { throw unexpected(reply, "EVAL (invalidate if due)") }
         return moved == 1
     }

@@ -150,6 +150,9 @@ struct RedisClusterTests {
                 return
             }
             #expect(stale?.data == Data("value of key-1".utf8))
+            #expect(try await !store.invalidate(forKey: "key-2", ifExpiringBy: Date()))
+            #expect(try await store.invalidate(forKey: "key-2", ifExpiringBy: .distantFuture))
+            #expect(try await store.entry(forKey: "key-2") == nil)
             // Get-or-load through Storage: one loader call, and the value on the cluster.
             let loads = Tally()
             let loaded = try await storage.value(forKey: "loaded-key", expiry: .seconds(3_600)) { _ in
