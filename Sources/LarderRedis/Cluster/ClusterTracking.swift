@@ -66,16 +66,10 @@ final class ClusterTracking: TrackingSubscription {
         guard isFirst else { return }
         cluster.observePrimaries { [weak self] primaries in self?.follow(primaries) }
         cluster.requestRefresh()
-        let heartbeat = settings.heartbeat
-        watchdog.withLock { task in
-            task = Task { [weak self] in
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: heartbeat)
-                    guard let self, !Task.isCancelled else { return }
-                    if !self.isLive { self.cluster.requestRefresh() }
-                }
-            }
+        let task = Task.repeating(every: settings.heartbeat, on: self) { tracking in
+            if !tracking.isLive { tracking.cluster.requestRefresh() }
         }
+        watchdog.withLock { $0 = task }
     }
 
     /// A connection to each of `primaries`; those to other nodes closed.

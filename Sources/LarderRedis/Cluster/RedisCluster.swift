@@ -51,16 +51,8 @@ final class RedisCluster: RedisServers {
     init(settings: Settings, group: any EventLoopGroup) {
         self.settings = settings
         self.group = group
-        let interval = settings.refreshInterval
-        periodic.withLock { task in
-            task = Task { [weak self] in
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: interval)
-                    guard let self, !Task.isCancelled else { return }
-                    self.requestRefresh()
-                }
-            }
-        }
+        let task = Task.repeating(every: settings.refreshInterval, on: self) { cluster in cluster.requestRefresh() }
+        periodic.withLock { $0 = task }
     }
 
     var name: String { "cluster " + settings.seeds.map(\.description).joined(separator: ",") }
@@ -344,6 +336,22 @@ final class RedisCluster: RedisServers {
         refresh?.cancel()
         periodic.withLock { $0 }?.cancel()
         for pool in pools { pool.close() }
+    }
+}
+
+extension Task where Success == Void, Failure == Never {
+    /// A task that calls `tick` with `owner` every `interval`, until it is cancelled or the owner
+    /// is gone (it holds the owner weakly).
+    static func repeating<Owner: AnyObject & Sendable>(
+        every interval: Duration, on owner: Owner, _ tick: @escaping @Sendable (Owner) -> Void
+    ) -> Task<Void, Never> {
+        Task { [weak owner] in
+            while !Task<Never, Never>.isCancelled {
+                try? await Task<Never, Never>.sleep(for: interval)
+                guard let owner, !Task<Never, Never>.isCancelled else { return }
+                tick(owner)
+            }
+        }
     }
 }
 #endif
