@@ -196,6 +196,23 @@ struct RedisClusterTests {
         await store.close()
     }
 
+    @Test func aWrongPasswordIsAnAuthenticationErrorAtConnect() async throws {
+        try await withChildProcesses { scope in
+            let directory = try TemporaryDirectory("larder-redis-cluster-auth")
+            let node = try await RedisServer.start(in: scope, arguments: [
+                "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--dir", directory.url.path,
+                "--requirepass", "secret"], password: "secret")
+            var configuration = RedisStore.Configuration(
+                clusterSeeds: [.init(host: "127.0.0.1", port: node.port)], password: "wrong", namespace: "c:")
+            configuration.deadline = .seconds(300)
+            await #expect {
+                _ = try await RedisStore.connect(configuration: configuration)
+            } throws: { error in
+                (error as? RedisError)?.code == .authentication
+            }
+        }
+    }
+
     @Test func aMigratingSlotIsFollowedThroughAskAndAMovedSlotThroughMoved() async throws {
         try await withChildProcesses { scope in
             let cluster = try await RedisTestCluster.start(in: scope)
