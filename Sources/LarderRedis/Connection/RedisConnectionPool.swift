@@ -49,12 +49,14 @@ final class RedisConnectionPool: Sendable {
     private let breaker = Mutex(Breaker())
     private let nextSlot = Atomic<Int>(0)
     private let isClosed = Atomic<Bool>(false)
-    let counters = PoolCounters()
+    let counters: PoolCounters
     /// The last handshake refusal (a wrong password), kept so every later failure names it.
     let lastRefusal = Mutex<RedisError?>(nil)
 
-    init(settings: Settings, group: any EventLoopGroup) {
+    /// A pool whose counters add to `counters` (a cluster's pools share one).
+    init(settings: Settings, group: any EventLoopGroup, counters: PoolCounters = PoolCounters()) {
         self.settings = settings
+        self.counters = counters
         slots = (0..<max(1, settings.connectionCount)).map { _ in Locked(SlotState(backoff: settings.reconnectBackoff.initial)) }
         slotLoops = slots.map { _ in group.next() }
     }

@@ -20,7 +20,9 @@ struct RedisServer: Sendable {
     /// Whether suites that need a server run: the binaries exist, or CI requires them (and fails).
     static var shouldRun: Bool { (binary != nil && cliBinary != nil) || isCI }
     /// Suites disabled when the binary is missing (kept by hand beside the suites).
-    static let serverSuites = ["RedisStoreTests", "RedisTrackingTests", "RedisLeaseTests", "RedisAuthTests", "RedisMultiProcessTests"]
+    static let serverSuites = [
+        "RedisStoreTests", "RedisTrackingTests", "RedisLeaseTests", "RedisAuthTests", "RedisMultiProcessTests", "RedisClusterTests",
+    ]
 
     let process: ChildProcess
     let port: Int
