@@ -40,7 +40,8 @@ extension DiskStore {
         }
         try Self.makeDirectories(directory)
         let directoriesAreNew = try files.createDirectories()
-        let (index, _) = try Self.openIndex(in: directory, configuration: configuration, directoriesAreNew: directoriesAreNew)
+        let (index, _) = try Self.openIndex(
+            in: directory, configuration: configuration, directoriesAreNew: directoriesAreNew, writer: writerID)
         state.index = index
         setIndexIdentity(FileIdentity(path: indexPath), in: &state)
         state.needsReopen = false
