@@ -16,8 +16,8 @@ import Synchronization
 /// ``catchUp(_:)`` reads the change rows after the last one it applied, in order and in
 /// batches, leaves out its own store's (its storage changed memory itself), and hands the keys
 /// to the caller, all under the watch's lock, before it publishes the word it read first. A
-/// change row gone before it was read (the table keeps the last ``DiskIndex/retainedChanges``;
-/// a clear keeps one) makes the catch-up report ``TierInvalidation/all``.
+/// change row gone before it was read (the table keeps the last
+/// ``DiskIndex/retainedChanges(forSizeLimit:)``; a clear keeps one) makes the catch-up report ``TierInvalidation/all``.
 ///
 /// - Invariant: ``savedWord`` is a change word read before a query that saw every change row up
 ///   to ``State/lastSequence``, and those rows were handed to the caller before it was stored.

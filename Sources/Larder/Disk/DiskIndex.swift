@@ -160,6 +160,8 @@ final class DiskIndex {
     private let upsertMeta: SQLiteStatement
     private let deleteAllEntries: SQLiteStatement
     private let pruneChanges: SQLiteStatement
+    /// The change rows this index keeps (``retainedChanges(forSizeLimit:)``).
+    let retainedChanges: Int64
     /// Write transactions since the change rows were last pruned (``pruneChangesIfDue()``).
     private var transactionsSincePrune = 0
 
@@ -168,14 +170,16 @@ final class DiskIndex {
     /// - Throws: ``StorageError/sqlite(code:message:sql:)`` (check `isDatabaseCorruption`), or
     ///   ``ForeignIndexError`` when the file is a database of some other schema.
     /// `writer` is the writer id schema 5's triggers record in the change rows this
-    /// connection's writes add (see ``ChangeWatch``).
+    /// connection's writes add (see ``ChangeWatch``); `retainedChanges` how many change rows
+    /// the index keeps (``retainedChanges(forSizeLimit:)``).
     init(
         path: String, durability: DiskStore.Durability, busyTimeout: Duration, walLimit: Int = 4 << 20,
-        writer: Int64 = 0
+        writer: Int64 = 0, retainedChanges: Int64 = DiskIndex.retainedChanges(forSizeLimit: .max)
     ) throws {
+        self.retainedChanges = retainedChanges
         let connection = try SQLiteConnection(path: path, busyTimeout: busyTimeout)
         self.connection = connection
-        try Self.registerWriter(writer, on: connection)
+        try connection.setWriterID(writer)
         // Switching a new database to WAL takes an exclusive lock without consulting the busy
         // handler, so two stores opening one new directory at once can get SQLITE_BUSY here:
         // retry until the busy timeout, as the handler would.
@@ -250,20 +254,6 @@ final class DiskIndex {
             "INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value")
         deleteAllEntries = try connection.statement("DELETE FROM entries RETURNING file")
         pruneChanges = try connection.statement("DELETE FROM changes WHERE seq < (SELECT max(seq) FROM changes) - ?")
-    }
-
-    /// Registers `larder_writer()`, the SQL function schema 5's triggers call for the writer id
-    /// of a change row: `writer` on this connection (a connection without it cannot write
-    /// entries).
-    private static func registerWriter(_ writer: Int64, on connection: SQLiteConnection) throws {
-        let code = sqlite3_create_function_v2(
-            connection.handle, "larder_writer", 0, SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS,
-            UnsafeMutableRawPointer(bitPattern: Int(truncatingIfNeeded: writer)),
-            { context, _, _ in sqlite3_result_int64(context, Int64(Int(bitPattern: sqlite3_user_data(context)))) },
-            nil, nil, nil)
-        guard code == SQLITE_OK else {
-            throw StorageError.sqlite(code: code, message: "larder_writer() could not be registered", sql: nil)
-        }
     }
 
     /// Runs `body` again while it fails with `SQLITE_BUSY` or `SQLITE_LOCKED`, backing off from
@@ -401,9 +391,10 @@ final class DiskIndex {
     /// Schema 4 → 5: the change rows ``ChangeWatch`` follows. Every insert and removal of an
     /// entry row, and every update that gives it another value (a new write time or checksum),
     /// other metadata, another kind of lifetime or an earlier expiry, adds a row with the next
-    /// `seq`, the key and the writer id of the connection (`larder_writer()`). A lifetime
-    /// renewed by reads (only ever later) adds none: a copy elsewhere then only expires sooner.
-    /// The table keeps the last ``retainedChanges`` rows (``pruneChangesIfDue()``).
+    /// `seq`, the key and the writer id of the connection (`larder_writer()`, see
+    /// ``SQLiteConnection/setWriterID(_:)``). A lifetime renewed by reads (only ever later) adds
+    /// none: a copy elsewhere then only expires sooner. The table keeps the last
+    /// ``retainedChanges`` rows (``pruneChangesIfDue()``).
     private static let upgrade4To5 = """
         CREATE TABLE changes (seq INTEGER PRIMARY KEY, key TEXT NOT NULL, writer INTEGER NOT NULL);
         CREATE TRIGGER entries_change_insert AFTER INSERT ON entries BEGIN
@@ -421,8 +412,12 @@ final class DiskIndex {
         PRAGMA user_version = 5;
         """
 
-    /// Change rows the index keeps: a ``ChangeWatch`` further behind drops every memory copy.
-    static let retainedChanges: Int64 = 16_384
+    /// Change rows an index of a store of `sizeLimit` bytes keeps: one per 8 KiB of the limit,
+    /// 64 to 16,384 (a row takes about 40 bytes and its key; the table stays within the
+    /// footprint's slack). A ``ChangeWatch`` further behind drops every memory copy.
+    static func retainedChanges(forSizeLimit sizeLimit: Int) -> Int64 {
+        Int64(min(16_384, max(64, sizeLimit / 8_192)))
+    }
     /// Write transactions between two prunings of the change rows.
     static let pruneInterval = 256
 
@@ -965,7 +960,7 @@ final class DiskIndex {
         transactionsSincePrune += 1
         guard transactionsSincePrune >= Self.pruneInterval else { return }
         transactionsSincePrune = 0
-        try prune(keeping: Self.retainedChanges)
+        try prune(keeping: retainedChanges)
     }
 
     /// Deletes the change rows but the last `kept` + 1.

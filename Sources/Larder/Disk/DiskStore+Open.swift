@@ -44,7 +44,8 @@ extension DiskStore {
         let openIndex = { () throws -> (DiskIndex, wasDirty: Bool, lastSweep: Int64) in
             let index = try DiskIndex(
                 path: path, durability: configuration.durability, busyTimeout: configuration.busyTimeout,
-                walLimit: DiskIndex.walLimit(forSizeLimit: configuration.sizeLimit), writer: writer)
+                walLimit: DiskIndex.walLimit(forSizeLimit: configuration.sizeLimit), writer: writer,
+                retainedChanges: DiskIndex.retainedChanges(forSizeLimit: configuration.sizeLimit))
             let wasDirty = try index.meta("dirty") ?? 0 != 0
             let lastSweep = try index.meta("last_sweep") ?? 0
             _ = try index.totals()
@@ -134,7 +135,8 @@ extension DiskStore {
         state.statistics.indexResets += 1
         let open = { [writerID] in try DiskIndex(
                 path: path, durability: configuration.durability, busyTimeout: configuration.busyTimeout,
-                walLimit: DiskIndex.walLimit(forSizeLimit: configuration.sizeLimit), writer: writerID) }
+                walLimit: DiskIndex.walLimit(forSizeLimit: configuration.sizeLimit), writer: writerID,
+                retainedChanges: DiskIndex.retainedChanges(forSizeLimit: configuration.sizeLimit)) }
         var fresh: DiskIndex
         do {
             let connection = try SQLiteConnection(path: path, busyTimeout: configuration.busyTimeout)

@@ -33,7 +33,7 @@ extension Storage {
             return inserted
         }
         let inserted = try turns.withTurn(key) { () throws -> Bool in
-            if tiers.includesMemory, !isDecidedBelowMemory(tiers), currentMemory.containsValue(forKey: key) { return false }
+            if tiers.includesMemory, currentMemory.containsValue(forKey: key) { return false }
             let named = localTiers.indices.filter { tiers.contains(localTiers[$0].tierID) }
             guard let deciding = named.last, let encoded = write.encoded else {
                 try applyWrite(write, value, forKey: key, expiry: expiry, tiers: tiers)
@@ -167,7 +167,7 @@ extension Storage where Value: Sendable {
         let inserted = try await sharedTurns.withTurn(key) { () async throws -> Bool in
             let localExpiry = hasSharedTiers ? localCopyExpiry(expiry, sharedTiersIn: tiers) : expiry
             let inserted = try await turns.withTurn(key) { () async throws -> Bool in
-                if tiers.includesMemory, !isDecidedBelowMemory(tiers), currentMemory.containsValue(forKey: key) { return false }
+                if tiers.includesMemory, currentMemory.containsValue(forKey: key) { return false }
                 let named = self.tiers.indices.filter {
                     tiers.contains(self.tiers[$0].tierID) && !(self.tiers[$0] is any SharedCacheTier)
                 }

@@ -17,13 +17,6 @@ extension Storage {
         return memory
     }
 
-    /// Whether an insert-if-absent into `tiers` is decided by the disk tier (or a slower one)
-    /// alone: memory follows the directory and the disk tier is named, so a copy memory kept
-    /// after this storage's own disk tier evicted the key does not make it a duplicate.
-    func isDecidedBelowMemory(_ tiers: StorageTiers) -> Bool {
-        followsDirectory && tiers.contains(.disk)
-    }
-
     /// Drops memory's (and the stale copies') values of the keys `changes` names. A promotion
     /// that read them before is skipped; a turn held on one of them drops the copy again
     /// before it ends (its holder may write an older value).

@@ -45,7 +45,7 @@ extension Storage {
         /// With it on, a memory hit first checks whether anything committed to the directory's
         /// index since it last looked (two memory loads), and when something did, drops the
         /// memory copies of the keys others wrote, removed, evicted or expired sooner before it
-        /// answers; insert-if-absent is decided by the disk tier, not by a memory copy. So a
+        /// answers (insert-if-absent too, so it never finds a duplicate in a stale copy). So a
         /// read that starts after a write returned in any process sees that write. Turn it off
         /// only for a directory this storage alone writes to: memory may then serve values
         /// other stores have since replaced or removed.
