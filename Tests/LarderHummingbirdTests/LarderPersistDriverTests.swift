@@ -281,18 +281,10 @@ struct LarderPersistDriverTests {
 
     @Test func twoAppProcessesOnOneDirectoryShowEachOthersChangesAtOnce() async throws {
         // Given two Hummingbird apps (processes) whose sessions live in one directory
-        let helper = try HummingbirdHelper.executableURL
-        let mismatches = try await withChildProcesses { scope in
-            let apps = try (0..<2).map { _ in try scope.start(helper, arguments: ["serve", directory.url.path]) }
-            var ports: [Int] = []
-            for app in apps {
-                let port = await app.waitForOutputLine(prefix: "port ", timeout: .seconds(300)).flatMap { Int($0) }
-                ports.append(try #require(port, "\(app.standardError)"))
-            }
-            // When sessions are created, read, removed, created again and overwritten through
-            // one app and read through the other, Then every response shows the new state.
-            return try SharedDirectoryApps.mismatches(a: ports[0], b: ports[1], withCreate: true)
-        }
+        // When sessions are created, read, removed, created again and overwritten through
+        // one app and read through the other, Then every response shows the new state.
+        let mismatches = try await SharedDirectoryApps.run(
+            try HummingbirdHelper.executableURL, arguments: ["serve", directory.url.path], withCreate: true)
         #expect(mismatches.isEmpty, "\(mismatches)")
     }
 

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// The issue-49 scenario for two app processes serving sessions from one cache directory:
 /// each step's request goes to one app and the next read to the other, with no wait between.
@@ -6,6 +6,29 @@ import Foundation
 /// Both apps serve `PUT /session/<key>` (200), `GET` (200 with the body, or 404),
 /// `DELETE` (204), and, `withCreate`, `POST` (201 created, or 409 when a live value exists).
 public enum SharedDirectoryApps {
+    /// Starts two app processes, `helper` with `arguments` each (each prints "port <n>" once
+    /// it serves), runs the scenario against them and returns its mismatches; the apps are
+    /// killed when it returns.
+    public static func run(_ helper: URL, arguments: [String], withCreate: Bool) async throws -> [String] {
+        try await withChildProcesses { scope in
+            let apps = try (0..<2).map { _ in try scope.start(helper, arguments: arguments) }
+            var ports: [Int] = []
+            for app in apps {
+                guard let port = await app.waitForOutputLine(prefix: "port ", timeout: .seconds(300)).flatMap({ Int($0) }) else {
+                    throw AppDidNotStart(standardError: app.standardError)
+                }
+                ports.append(port)
+            }
+            return try mismatches(a: ports[0], b: ports[1], withCreate: withCreate)
+        }
+    }
+
+    /// An app process printed no port within the wait.
+    public struct AppDidNotStart: Error, CustomStringConvertible {
+        public var standardError: String
+        public var description: String { "the app printed no port; its standard error: \(standardError)" }
+    }
+
     /// Runs the scenario against the apps on ports `a` and `b`; returns one line per response
     /// that was not the expected one (empty when both apps always showed the new state).
     public static func mismatches(a: Int, b: Int, withCreate: Bool) throws -> [String] {

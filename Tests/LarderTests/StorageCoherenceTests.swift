@@ -17,10 +17,11 @@ struct StorageCoherenceTests {
         directory = try TemporaryDirectory("coherence")
     }
 
-    func makeStorage(followsDirectory: Bool = true, _ configure: (inout Storage<String, String>.Configuration) -> Void = { _ in })
-        throws -> Storage<String, String>
-    {
-        var configuration = Storage<String, String>.Configuration(directory: directory.url)
+    func makeStorage(
+        followsDirectory: Bool = true, in url: URL? = nil,
+        _ configure: (inout Storage<String, String>.Configuration) -> Void = { _ in }
+    ) throws -> Storage<String, String> {
+        var configuration = Storage<String, String>.Configuration(directory: url ?? directory.url)
         configuration.followsDirectory = followsDirectory
         configuration.now = clock.closure
         configure(&configuration)
@@ -132,6 +133,23 @@ struct StorageCoherenceTests {
         // Then A no longer knows which keys changed and drops every copy (the disk still has it)
         #expect(try a.entry(forKey: "kept-by-a")?.tier == .disk)
         #expect(try a.value(forKey: "kept-by-a") == "a")
+    }
+
+    @Test func anIndexOpenedAgainIsFollowedOnceTheStoreReopensIt() throws {
+        // Given A holds "k" in memory
+        let shared = directory.url.appendingPathComponent("shared")
+        let a = try makeStorage(in: shared), b = try makeStorage(in: shared)
+        try a.setValue("old", forKey: "k")
+        #expect(try a.entry(forKey: "k")?.tier == .memory)
+        // When the directory is deleted, B creates it again with a new "k", and A's disk tier
+        // opens the new index (at its next write)
+        try FileManager.default.removeItem(at: shared)
+        try b.setValue("new", forKey: "k")
+        try a.setValue("a", forKey: "other")
+        // Then A's memory follows the new index
+        #expect(try a.value(forKey: "k") == "new")
+        try b.setValue("newer", forKey: "k")
+        #expect(try a.value(forKey: "k") == "newer")
     }
 
     // MARK: - Switched off

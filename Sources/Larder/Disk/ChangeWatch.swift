@@ -12,15 +12,18 @@ import Synchronization
 /// the key, and the *writer id* of the store whose connection made it. The watch keeps a
 /// read-only connection of its own and the *change word* of the wal-index header (which every
 /// commit to the index rewrites) as it was when it last read the table. ``isCurrent()``
-/// compares the two: two loads and a compare on a memory hit. When they differ,
+/// compares the two: a few loads and a compare on a memory hit. When they differ,
 /// ``catchUp(_:)`` reads the change rows after the last one it applied, in order and in
 /// batches, leaves out its own store's (its storage changed memory itself), and hands the keys
 /// to the caller, all under the watch's lock, before it publishes the word it read first. A
 /// change row gone before it was read (the table keeps the last
-/// ``DiskIndex/retainedChanges(forSizeLimit:)``; a clear keeps one) makes the catch-up report ``TierInvalidation/all``.
+/// ``DiskIndex/retainedChanges(forSizeLimit:)``; a clear keeps one) makes the catch-up report
+/// ``TierInvalidation/all``, and so does a store that opened its index again (a recreated
+/// directory, an index moved aside): the watch then follows the new index.
 ///
-/// - Invariant: ``savedWord`` is a change word read before a query that saw every change row up
-///   to ``State/lastSequence``, and those rows were handed to the caller before it was stored.
+/// - Invariant: ``savedWord`` is a change word (plus the store's index openings) read before a
+///   query that saw every change row up to ``State/lastSequence``, and those rows were handed
+///   to the caller before it was stored.
 ///
 /// Lock order: the watch's lock is held while the caller takes memory's and the key turns'
 /// locks, never the reverse.
@@ -31,42 +34,60 @@ final class ChangeWatch: Sendable {
     static let keyLimit = 16_384
 
     private struct State {
-        let connection: SQLiteConnection
+        var connection: SQLiteConnection
         /// The sequence of the last change row handed over (0: none yet, in an empty table).
         var lastSequence: Int64
+        /// The store's ``DiskStore/indexOpenings`` when ``connection`` was opened.
+        var opening: UInt64
+        /// Connections to indexes the store replaced since (a moved-aside or recreated
+        /// directory's): kept open until `deinit`, since a check may still read their wal-index.
+        var replaced: [SQLiteConnection] = []
     }
 
     private let state: Locked<State>
     /// The address of the watch connection's wal-index (0 when it has none: every check then
     /// catches up). Mapped while the connection is open, which it is until `deinit`.
-    private let walIndexAddress: UInt
-    /// The change word as of the last catch-up.
+    private let walIndexAddress: Atomic<UInt>
+    /// The change word plus the store's index openings as of the last catch-up: a store that
+    /// opened its index again (another file) changes the sum, though the old file's word no
+    /// longer moves.
     private let savedWord: Atomic<UInt64>
-    /// The writer id of the watched store: its own change rows are skipped.
-    private let writer: Int64
+    /// The watched store: its writer id (its own change rows are skipped), its index path, and
+    /// how often it opened its index.
+    private let store: DiskStore
 
-    /// Opens a watch on the index at `indexPath` for the store with writer id `writer`,
-    /// starting after the last change row there now.
-    init(indexPath: String, writer: Int64, busyTimeout: Duration) throws {
-        let connection = try SQLiteConnection(path: indexPath, busyTimeout: busyTimeout)
+    /// Opens a watch on `store`'s index, starting after the last change row there now.
+    init(store: DiskStore) throws {
+        self.store = store
+        let opening = store.indexOpenings.load(ordering: .acquiring)
+        let opened = try Self.open(store)
+        walIndexAddress = Atomic(opened.address)
+        savedWord = Atomic((opened.word ?? 0) &+ opening)
+        state = Locked(State(connection: opened.connection, lastSequence: opened.last, opening: opening))
+    }
+
+    /// A read-only connection to `store`'s index, its wal-index address, the change word, and
+    /// the last change sequence.
+    private static func open(_ store: DiskStore) throws
+        -> (connection: SQLiteConnection, address: UInt, word: UInt64?, last: Int64)
+    {
+        let connection = try SQLiteConnection(path: store.indexPath, busyTimeout: store.configuration.busyTimeout)
         try connection.execute("PRAGMA query_only = 1")
         // A first read maps the wal-index; the word is read before the query that says where
         // the changes stand, so a commit between the two only makes the first check catch up.
         _ = try connection.scalarInt64("SELECT count(*) FROM changes WHERE seq < 0")
-        walIndexAddress = csqlite_wal_index(connection.handle).map { UInt(bitPattern: UnsafeRawPointer($0)) } ?? 0
-        let word = Self.changeWord(at: walIndexAddress)
+        let address = csqlite_wal_index(connection.handle).map { UInt(bitPattern: UnsafeRawPointer($0)) } ?? 0
+        let word = changeWord(at: address)
         let last = try connection.scalarInt64("SELECT coalesce(max(seq), 0) FROM changes") ?? 0
-        savedWord = Atomic(word ?? 0)
-        self.writer = writer
-        state = Locked(State(connection: connection, lastSequence: last))
+        return (connection, address, word, last)
     }
 
     /// Whether nothing has committed to the index since the last catch-up (always `false`
     /// without a wal-index). A memory hit's whole cost of following the directory.
     @inline(__always)
     func isCurrent() -> Bool {
-        guard let word = Self.changeWord(at: walIndexAddress) else { return false }
-        return word == savedWord.load(ordering: .acquiring)
+        guard let word = Self.changeWord(at: walIndexAddress.load(ordering: .relaxed)) else { return false }
+        return word &+ store.indexOpenings.load(ordering: .relaxed) == savedWord.load(ordering: .acquiring)
     }
 
     @inline(__always)
@@ -82,9 +103,21 @@ final class ChangeWatch: Sendable {
     /// stays behind, so the next check tries again.
     func catchUp(_ apply: (TierInvalidation) -> Void) {
         state.withLock { state in
-            let word = Self.changeWord(at: walIndexAddress)
+            let opening = store.indexOpenings.load(ordering: .acquiring)
+            guard opening == state.opening else {
+                // The store opened its index again, from another file: follow that one.
+                apply(.all)
+                guard let opened = try? Self.open(store) else { return }
+                state.replaced.append(state.connection)
+                state = State(
+                    connection: opened.connection, lastSequence: opened.last, opening: opening, replaced: state.replaced)
+                walIndexAddress.store(opened.address, ordering: .releasing)
+                if let word = opened.word { savedWord.store(word &+ opening, ordering: .releasing) }
+                return
+            }
+            let word = Self.changeWord(at: walIndexAddress.load(ordering: .relaxed)).map { $0 &+ opening }
             if let word, word == savedWord.load(ordering: .relaxed) { return }
-            guard let changes = try? Self.read(&state, skipping: writer) else {
+            guard let changes = try? Self.read(&state, skipping: store.writerID) else {
                 apply(.all)
                 return
             }

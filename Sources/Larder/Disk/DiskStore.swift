@@ -76,6 +76,10 @@ public final class DiskStore: Sendable {
     /// its own ``ChangeWatch`` skips them.
     let writerID = Int64.random(in: 1...Int64.max)
 
+    /// How often the store opened its index again since it opened (a recreated directory, an
+    /// index moved aside or reset): a ``ChangeWatch`` then follows the new one.
+    let indexOpenings = Atomic<UInt64>(0)
+
     /// The directory the store owns.
     public var directory: URL { place.url }
 
@@ -210,7 +214,7 @@ public final class DiskStore: Sendable {
     /// A watch of the changes other stores make to this store's directory, for a storage's
     /// memory tier (see ``ChangeWatch``).
     func makeChangeWatch() throws -> ChangeWatch {
-        try ChangeWatch(indexPath: indexPath, writer: writerID, busyTimeout: configuration.busyTimeout)
+        try ChangeWatch(store: self)
     }
 
     /// Whether no other store — of this process (``openStores``) or another (SQLite's view of

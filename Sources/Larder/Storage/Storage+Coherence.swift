@@ -4,7 +4,7 @@ import Foundation
 // copies of keys other stores changed since the last look are dropped (see ChangeWatch).
 extension Storage {
     /// Drops the memory copies of the keys other stores changed in the disk tier's directory
-    /// since the last look; two memory loads when nothing committed since.
+    /// since the last look; a few memory loads when nothing committed since.
     @usableFromInline
     func followDirectory() {
         guard let changeWatch, !changeWatch.isCurrent() else { return }

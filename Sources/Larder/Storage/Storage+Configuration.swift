@@ -43,7 +43,7 @@ extension Storage {
         /// processes, or other storages of this process, sharing it. Defaults to `true`.
         ///
         /// With it on, a memory hit first checks whether anything committed to the directory's
-        /// index since it last looked (two memory loads), and when something did, drops the
+        /// index since it last looked (a few memory loads), and when something did, drops the
         /// memory copies of the keys others wrote, removed, evicted or expired sooner before it
         /// answers (insert-if-absent too, so it never finds a duplicate in a stale copy). So a
         /// read that starts after a write returned in any process sees that write. Turn it off

@@ -112,10 +112,17 @@ final class KeyTurns<Key: Hashable & Sendable>: Sendable {
     /// Ends `key`'s turn: bumps its generation and hands the turn to the next waiter, if any.
     func release(_ key: Key) {
         let stripe = Self.stripe(of: key)
+        endTurn(key) { $0.generations[stripe] &+= 1 }
+    }
+
+    /// Ends `key`'s turn: `finish` under the lock, then the hand-over to the next waiter. A key
+    /// invalidated while held first has its copy dropped (``dropInvalidated``), still holding
+    /// the turn.
+    private func endTurn(_ key: Key, _ finish: (inout State) -> Void) {
         while true {
             let next: Waiter?? = state.withLock { state in
                 if Self.takeInvalidation(key, in: &state) { return nil }
-                state.generations[stripe] &+= 1
+                finish(&state)
                 return .some(Self.handOver(key, in: &state))
             }
             guard let next else {
@@ -179,19 +186,7 @@ final class KeyTurns<Key: Hashable & Sendable>: Sendable {
     /// Ends a promotion's turn without bumping the generation: a promotion copies the value a
     /// reader already saw, it writes nothing new.
     private func endPromotion(_ key: Key) {
-        while true {
-            let next: Waiter?? = state.withLock { state in
-                if Self.takeInvalidation(key, in: &state) { return nil }
-                state.activePromotions -= 1
-                return .some(Self.handOver(key, in: &state))
-            }
-            guard let next else {
-                dropInvalidated?(key)
-                continue
-            }
-            next?.resume()
-            return
-        }
+        endTurn(key) { $0.activePromotions -= 1 }
     }
 
     /// Ends the holder's turn on `key`: the next waiter (resumed by the caller, outside the
