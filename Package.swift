@@ -260,12 +260,24 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // The child process of the two-app-processes test: a Vapor app over one directory (not a product).
+        .executableTarget(
+            name: "LarderVaporHelper",
+            dependencies: [
+                "LarderVapor",
+                "Larder",
+                .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"])),
+            ],
+            path: "Tests/LarderVaporHelper",
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "LarderVaporTests",
             dependencies: [
                 "LarderVapor",
                 "Larder",
                 "LarderTestSupport",
+                "LarderVaporHelper",
                 .product(name: "VaporTesting", package: "vapor", condition: .when(traits: ["Vapor"])),
                 .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"])),
             ],
@@ -288,7 +300,8 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
-        // The child process of the cross-process `create` race (not a product).
+        // The child process of the cross-process tests: the `create` race, and an app over one
+        // directory (not a product).
         .executableTarget(
             name: "LarderHummingbirdHelper",
             dependencies: [

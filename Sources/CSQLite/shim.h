@@ -59,4 +59,13 @@ static inline int csqlite_wal_index_header_equals(const volatile void *index, co
     return memcmp((const void *)index, saved, CSQLITE_WAL_INDEX_HEADER_BYTES) == 0;
 }
 
+/// A word that changes with every commit to the database, in any process: the change counter
+/// (`iChange`) and the second checksum word of the wal-index header's first copy, read after an
+/// acquire fence. See https://www.sqlite.org/walformat.html ("The WAL-Index Header").
+static inline uint64_t csqlite_wal_index_change_word(const volatile void *index) {
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    const volatile uint32_t *header = (const volatile uint32_t *)index;
+    return ((uint64_t)header[2] << 32) | header[11];
+}
+
 #endif

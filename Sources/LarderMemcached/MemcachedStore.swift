@@ -535,7 +535,7 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
         let busy = response.hasFlag(UInt8(ascii: "Z"))
         let stale = response.hasFlag(UInt8(ascii: "X"))
         // A placeholder the lease created (or that another caller's lease holds) is empty.
-        let entry = (response.value?.readableBytes ?? 0) > 0 ? await accept(response, resolved: resolved, from: member) : nil
+        let entry = (response.value?.readableBytes ?? 0) > 0 ? await accept(response, resolved: resolved, from: member, handsBackWin: false) : nil
         if won {
             guard let cas = response.integerFlag(UInt8(ascii: "c")) else { throw unexpected(response) }
             counters.leaseWins.add(1, ordering: .relaxed)
@@ -594,6 +594,32 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
         case .stored: return true
         case .notFound: return false
         default: throw unexpected(response)
+        }
+    }
+
+    /// Reads the value with its CAS and invalidates exactly those bytes (`md … I C<cas>`) when
+    /// they expire by `date`, give or take the second of memcached's whole-second TTLs (a read's
+    /// expiration is capped by the server's remaining TTL); a value written in between is left
+    /// fresh. A value already stale (`X`) is left as it is, with its lease.
+    @discardableResult
+    nonisolated(nonsending) public func invalidate(forKey key: String, ifExpiringBy date: Date) async throws -> Bool {
+        let resolved = remoteKey.resolve(key)
+        let member = pool.primary(for: resolved.key)
+        let response = try await send(MetaCommand(.get, key: resolved.key, flags: Self.getFlags), to: member, key: resolved.key, isWrite: false)
+        guard response.status == .value, let current = await accept(response, resolved: resolved, from: member),
+              !response.hasFlag(UInt8(ascii: "X")), let cas = response.integerFlag(UInt8(ascii: "c")),
+              let expiration = current.expirationDate, expiration <= date.addingTimeInterval(1) else { return false }
+        let marked = try await send(
+            MetaCommand(.delete, key: resolved.key, flags: [.invalidate, .compareCAS(cas)]), to: member, key: resolved.key, isWrite: true)
+        switch marked.status {
+        case .stored:
+            // The other replicas hold plain copies: mark them too (the lease lives on the first).
+            for replica in pool.replicas(for: resolved.key).dropFirst() {
+                _ = try? await send(MetaCommand(.delete, key: resolved.key, flags: [.invalidate]), to: replica, key: resolved.key, isWrite: true)
+            }
+            return true
+        case .exists, .notFound: return false
+        default: throw unexpected(marked)
         }
     }
 
@@ -669,14 +695,24 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
     private static let quietGetFlags: [MetaFlag] = [.value, .remainingTTL, .cas, .quiet]
 
     /// Decodes a `VA` reply for the resolved key; a refused envelope is counted, deleted and a miss.
+    ///
+    /// memcached gives the win token of an invalidated value (`W`) to the first read that sees
+    /// it, whatever the read. Unless `handsBackWin` is false (a leased read, which wins it on
+    /// purpose), the token is handed back by marking the value stale again (`md … I C<cas>`,
+    /// which frees it), so that a get-or-load's leased read can still win it.
     nonisolated(nonsending) private func accept(
-        _ response: MetaResponse, resolved: (key: [UInt8], digest: KeyDigest), from member: ServerPool.Member
+        _ response: MetaResponse, resolved: (key: [UInt8], digest: KeyDigest), from member: ServerPool.Member,
+        handsBackWin: Bool = true
     ) async -> TierEntry? {
         let decoded = (response.value ?? ByteBuffer()).withUnsafeReadableBytes {
             RemoteEnvelope.decode($0, digest: resolved.digest, maxPayloadLength: 1 << 30)
         }
         switch decoded {
         case .success(let envelope):
+            if handsBackWin, response.hasFlag(UInt8(ascii: "W")), let cas = response.integerFlag(UInt8(ascii: "c")) {
+                _ = try? await send(
+                    MetaCommand(.delete, key: resolved.key, flags: [.invalidate, .compareCAS(cas)]), to: member, key: resolved.key, isWrite: false)
+            }
             let now = configuration.now()
             var expiration = envelope.expirationDate
             // A local copy never outlives the server's remaining TTL.

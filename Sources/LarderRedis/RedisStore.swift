@@ -23,6 +23,11 @@ import Synchronization
 /// let feed = try await storage.value(forKey: "home", expiry: .seconds(60)) { _ in try await api.fetchHome() }
 /// ```
 ///
+/// With ``Configuration/clusterSeeds`` it works on a Redis Cluster: each key goes to the primary
+/// that serves its hash slot, `MOVED` and `ASK` redirections are followed, the slot map is read
+/// again when it changes, batches are split by slot and sent to every primary at once, and a
+/// failed primary's keys are misses until its replica has taken over.
+///
 /// Every value is stored in the same envelope as ``LarderMemcached``'s (magic, version,
 /// encoding, CRC-32C, the original key's digest): bytes another client wrote, damaged bytes or
 /// another key's bytes are a miss and are deleted. Keys become `namespace{<hex SHA-256 of the
@@ -38,12 +43,33 @@ import Synchronization
 /// - Important: `keys(withPrefix:)` returns nothing (keys are stored hashed); `removeAll()`
 ///   scans and unlinks the namespace's keys, which costs a pass over the server's keyspace.
 public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, InvalidatingCacheTier {
+    /// A node of a Redis Cluster, by the address clients reach it at.
+    public struct Node: Sendable, Hashable, CustomStringConvertible {
+        /// The node's host name or address.
+        public var host: String
+        /// The node's port. Defaults to 6379.
+        public var port: Int
+
+        public init(host: String, port: Int = 6379) {
+            self.host = host
+            self.port = port
+        }
+
+        public var description: String { "\(host):\(port)" }
+    }
+
     /// Settings of a ``RedisStore``.
     public struct Configuration: Sendable {
         /// The server's host name or address. Defaults to `127.0.0.1`.
         public var host: String
         /// The server's port. Defaults to 6379.
         public var port: Int
+        /// Nodes of a Redis Cluster to read its slot map from (a few of its nodes suffice; the
+        /// rest are discovered). Empty: one server at ``host``:``port``. Defaults to empty.
+        public var clusterSeeds: [Node] = []
+        /// How often a cluster's slot map is read again when no redirection or failed node asked
+        /// for it. Defaults to 10 s.
+        public var clusterRefreshInterval: Duration = .seconds(10)
         /// The ACL user for `AUTH`; `nil` with a password is the `default` user. Defaults to `nil`.
         public var username: String?
         /// The password for `AUTH`; `nil` sends none. Defaults to `nil`.
@@ -72,7 +98,7 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
         public var isTrackingEnabled: Bool
         /// The longest a local copy of a remote value lives; `.zero` keeps none; `nil` bounds it
         /// by the value's expiry only. With tracking, no copy is made while the tracking
-        /// connection is down. Defaults to 10 minutes.
+        /// connection (in a cluster, any primary's) is down. Defaults to 10 minutes.
         public var localCopyMaxAge: Duration?
         /// How often the tracking connection is pinged (a server that stopped answering is a
         /// lost connection). Defaults to 1 s.
@@ -136,6 +162,21 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
             self.eventLoopGroup = eventLoopGroup
             self.now = now
         }
+
+        /// A configuration for a Redis Cluster reached through `clusterSeeds`, with a default for
+        /// every other setting.
+        ///
+        /// ```swift
+        /// var configuration = RedisStore.Configuration(
+        ///     clusterSeeds: [.init(host: "10.0.0.5", port: 7000), .init(host: "10.0.0.6", port: 7000)], namespace: "feed:")
+        /// configuration.deadline = .milliseconds(50)
+        /// let remote = try await RedisStore.connect(configuration: configuration)
+        /// ```
+        public init(clusterSeeds: [Node], username: String? = nil, password: String? = nil, namespace: String = "larder:") {
+            self.init(host: clusterSeeds.first?.host ?? "", port: clusterSeeds.first?.port ?? 0,
+                      username: username, password: password, namespace: namespace)
+            self.clusterSeeds = clusterSeeds
+        }
     }
 
     /// Counters of a ``RedisStore``.
@@ -174,14 +215,18 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
         public var trackingSubscriptions = 0
         /// Keys whose local copies the store follows now.
         public var trackedKeys = 0
+        /// Cluster redirections followed (`MOVED`, `ASK`, `TRYAGAIN`).
+        public var redirections = 0
+        /// Times a cluster's slot map was read.
+        public var topologyRefreshes = 0
 
         public init() {}
     }
 
     public let configuration: Configuration
     public let tierID: StorageTier
-    private let pool: RedisConnectionPool
-    private let tracking: TrackingConnection?
+    private let servers: any RedisServers
+    private let tracking: (any TrackingSubscription)?
     private let namespace: [UInt8]
     private let hasher: RemoteKey
     private let counters = RedisCounters()
@@ -202,11 +247,16 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
                 field: "RedisStore.Configuration", value: "\(configuration.host):\(configuration.port)",
                 reason: "connectionCount, breakerThreshold, batchSize, trackedKeyLimit ≥ 1, deadline and trackingHeartbeat in (0, 1 day], and maxItemSize above the envelope header")
         }
-        guard (1...65_535).contains(configuration.port), !configuration.host.isEmpty,
-              !configuration.host.utf8.contains(where: { $0 <= 0x20 }) else {
+        for node in configuration.clusterSeeds.isEmpty ? [Node(host: configuration.host, port: configuration.port)] : configuration.clusterSeeds {
+            guard (1...65_535).contains(node.port), !node.host.isEmpty, !node.host.utf8.contains(where: { $0 <= 0x20 }) else {
+                throw StorageError.invalidConfiguration(
+                    field: configuration.clusterSeeds.isEmpty ? "host/port" : "clusterSeeds", value: "\(node)",
+                    reason: "needs a host without spaces and a port in 1...65535")
+            }
+        }
+        guard configuration.clusterRefreshInterval > .zero, configuration.clusterRefreshInterval <= .seconds(86_400) else {
             throw StorageError.invalidConfiguration(
-                field: "host/port", value: "\(configuration.host):\(configuration.port)",
-                reason: "needs a host without spaces and a port in 1...65535")
+                field: "clusterRefreshInterval", value: "\(configuration.clusterRefreshInterval)", reason: "must be in (0, 1 day]")
         }
         _ = try RemoteKey(namespace: configuration.namespace)
         guard !configuration.namespace.contains(where: { "{}*?[]\\".contains($0) }) else {
@@ -221,25 +271,32 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
         let group = configuration.eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton
         let handshake = Handshake(username: configuration.username, password: configuration.password, clientName: configuration.clientName)
         let tls = try configuration.tls.map { try TLSClient($0, host: configuration.host) }
-        pool = RedisConnectionPool(
-            settings: .init(
-                host: configuration.host, port: configuration.port, connectionCount: configuration.connectionCount,
-                deadline: TimeAmount(configuration.deadline),
-                reconnectBackoff: (TimeAmount(configuration.reconnectBackoff.initial), TimeAmount(configuration.reconnectBackoff.maximum)),
-                breakerThreshold: configuration.breakerThreshold, breakerCooldown: TimeAmount(configuration.breakerCooldown),
-                maxBulkLength: max(configuration.maxItemSize, 1 << 20) * 2, handshake: handshake, tls: tls),
+        let poolSettings = RedisConnectionPool.Settings(
+            host: configuration.host, port: configuration.port, connectionCount: configuration.connectionCount,
+            deadline: TimeAmount(configuration.deadline),
+            reconnectBackoff: (TimeAmount(configuration.reconnectBackoff.initial), TimeAmount(configuration.reconnectBackoff.maximum)),
+            breakerThreshold: configuration.breakerThreshold, breakerCooldown: TimeAmount(configuration.breakerCooldown),
+            maxBulkLength: max(configuration.maxItemSize, 1 << 20) * 2, handshake: handshake, tls: tls)
+        let cluster = configuration.clusterSeeds.isEmpty ? nil : RedisCluster(
+            settings: .init(seeds: configuration.clusterSeeds, pool: poolSettings, refreshGap: .milliseconds(100),
+                            refreshInterval: configuration.clusterRefreshInterval, maxRedirections: 5),
             group: group)
+        servers = cluster ?? RedisConnectionPool(settings: poolSettings, group: group)
         if configuration.isTrackingEnabled {
             // Set below: the callbacks need `self`, which they reach weakly through a box.
             let box = WeakBox()
-            tracking = TrackingConnection(
-                settings: .init(
-                    host: configuration.host, port: configuration.port, handshake: handshake, tls: tls, prefix: configuration.namespace,
-                    deadline: TimeAmount(configuration.deadline), heartbeat: configuration.trackingHeartbeat,
-                    reconnectBackoff: configuration.reconnectBackoff),
-                group: group,
-                onInvalidate: { keys in box.store?.received(keys) },
-                onGap: { box.store?.resetLocalCopies() })
+            let trackingSettings = TrackingConnection.Settings(
+                host: configuration.host, port: configuration.port, handshake: handshake, tls: tls, prefix: configuration.namespace,
+                deadline: TimeAmount(configuration.deadline), heartbeat: configuration.trackingHeartbeat,
+                reconnectBackoff: configuration.reconnectBackoff)
+            let onInvalidate: @Sendable ([String]?) -> Void = { keys in box.store?.received(keys) }
+            let onGap: @Sendable () -> Void = { box.store?.resetLocalCopies() }
+            if let cluster {
+                tracking = ClusterTracking(cluster: cluster, settings: trackingSettings, group: group,
+                                           onInvalidate: onInvalidate, onGap: onGap)
+            } else {
+                tracking = TrackingConnection(settings: trackingSettings, group: group, onInvalidate: onInvalidate, onGap: onGap)
+            }
             box.set(self)
             tracking?.start()
         } else {
@@ -257,12 +314,12 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
     public static func connect(configuration: Configuration = .init(), tierID: StorageTier = .remote) async throws -> RedisStore {
         let store = try RedisStore(configuration: configuration, tierID: tierID)
         do {
-            let reply = try await store.pool.send([[.string("PING")]])
+            let reply = try await store.servers.send([[.string("PING")]], routedBy: nil)
             guard case .simpleString = reply[0] else { throw RedisError(.server, "PING answered \(reply[0])") }
             if let tracking = store.tracking {
                 let end = ContinuousClock.now + configuration.deadline
                 while !tracking.isLive, ContinuousClock.now < end {
-                    if let error = tracking.lastError.withLock({ $0 }), error.code == .authentication || error.code == .tls { throw error }
+                    if let error = tracking.lastFailure, error.code == .authentication || error.code == .tls { throw error }
                     try await Task.sleep(for: .milliseconds(1))
                 }
             }
@@ -281,16 +338,22 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
     public var leaseWaitLimit: Duration { configuration.leaseWaitLimit }
     public var leaseDuration: Duration { configuration.leaseDuration }
 
-    /// Whether invalidations are flowing now (tracking on and its connection subscribed).
+    /// Whether invalidations are flowing now (tracking on and its connection, or in a cluster
+    /// every primary's, subscribed).
     public var isTrackingLive: Bool { tracking?.isLive ?? false }
 
     /// The store's counters.
     public var statistics: Statistics {
         var statistics = counters.snapshot()
-        statistics.timeouts = pool.counters.timeouts.load(ordering: .relaxed)
-        statistics.breakerOpens = pool.counters.breakerOpens.load(ordering: .relaxed)
-        statistics.breakerRejections = pool.counters.breakerRejections.load(ordering: .relaxed)
-        statistics.trackingSubscriptions = tracking?.subscriptions.load(ordering: .relaxed) ?? 0
+        let poolCounters = servers.poolCounters
+        statistics.timeouts = poolCounters.timeouts.load(ordering: .relaxed)
+        statistics.breakerOpens = poolCounters.breakerOpens.load(ordering: .relaxed)
+        statistics.breakerRejections = poolCounters.breakerRejections.load(ordering: .relaxed)
+        statistics.trackingSubscriptions = tracking?.subscriptionCount ?? 0
+        if let cluster = servers as? RedisCluster {
+            statistics.redirections = cluster.redirections.load(ordering: .relaxed)
+            statistics.topologyRefreshes = cluster.refreshes.load(ordering: .relaxed)
+        }
         statistics.trackedKeys = tracked.withLock { $0.count }
         return statistics
     }
@@ -330,7 +393,7 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
 
     public func entry(forKey key: String) async throws -> TierEntry? {
         let resolved = resolve(key)
-        let reply = try await send([[.string("GET"), .bytes(resolved.key)]])[0]
+        let reply = try await send([[.string("GET"), .bytes(resolved.key)]], routedBy: resolved.key)[0]
         switch reply {
         case .null:
             counters.misses.add(1, ordering: .relaxed)
@@ -344,18 +407,24 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
         }
     }
 
-    /// The entries of `keys` that are present, read with `MGET`s of ``Configuration/batchSize``
-    /// keys, all pipelined on one connection. ``Larder/Storage``'s `values(forKeys:tiers:)`
-    /// reaches it for the keys its faster tiers miss.
+    /// The entries of `keys` that are present, read with `MGET`s of at most
+    /// ``Configuration/batchSize`` keys, pipelined on one connection per server and sent to every
+    /// server at once (in a cluster, one `MGET` per slot).
+    /// ``Larder/Storage``'s `values(forKeys:tiers:)` reaches it for the keys its faster tiers miss.
     ///
-    /// - Throws: ``Larder/StorageError`` (code `.io`) when the batch failed.
+    /// - Throws: ``Larder/StorageError`` (code `.io`) when any server failed: the whole batch is
+    ///   then a miss, so that no value of a key that could not be read is loaded and written back.
     public func entries(forKeys keys: [String]) async throws -> [String: TierEntry] {
         guard !keys.isEmpty else { return [:] }
         counters.batchReads.add(1, ordering: .relaxed)
         let resolved = keys.map(resolve)
-        let chunks = stride(from: 0, to: keys.count, by: configuration.batchSize).map { $0..<min($0 + configuration.batchSize, keys.count) }
-        let commands: [[RESPArgument]] = chunks.map { chunk in [.string("MGET")] + chunk.map { .bytes(resolved[$0].key) } }
-        let replies = try await send(commands)
+        let chunks: [ArraySlice<Int>] = servers.multiKeyGroups(resolved.map(\.key)).flatMap { group in
+            stride(from: 0, to: group.count, by: configuration.batchSize).map { group[$0..<min($0 + configuration.batchSize, group.count)] }
+        }
+        let commands = chunks.map { chunk in
+            (key: resolved[chunk[chunk.startIndex]].key, command: [RESPArgument.string("MGET")] + chunk.map { .bytes(resolved[$0].key) })
+        }
+        let replies = try await checked(await servers.sendAll(commands).map { result in try result.get() })
         var found: [String: TierEntry] = [:]
         for (chunk, reply) in zip(chunks, replies) {
             guard case .array(let values) = reply, values.count == chunk.count else { throw unexpected(reply, "MGET") }
@@ -383,23 +452,62 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
             return
         }
         // The lock first: a fill racing this write is refused (it checks the lock), or runs
-        // before the SET, which then replaces it.
+        // before the SET, which then replaces it. One key per DEL: a cluster node whose slot is
+        // migrating refuses a command of several keys that it holds only some of.
         let replies = try await send([
-            [.string("DEL"), .bytes(resolved.lock), .bytes(resolved.stale)],
+            [.string("DEL"), .bytes(resolved.lock)],
+            [.string("DEL"), .bytes(resolved.stale)],
             [.string("SET"), .bytes(resolved.key), .buffer(envelope)] + ttl.arguments,
-        ])
-        guard case .simpleString("OK") = replies[1] else { throw unexpected(replies[1], "SET") }
+        ], routedBy: resolved.key)
+        guard case .simpleString("OK") = replies[2] else { throw unexpected(replies[2], "SET") }
         counters.writes.add(1, ordering: .relaxed)
+    }
+
+    /// Stores many values at once: each key's commands go to the server of its slot, each
+    /// server's share pipelined on one connection and every server at once.
+    ///
+    /// As ``setValue(_:forKey:expiry:metadata:isCompressible:)`` does for one key, a value that
+    /// must not be stored remotely (expired already, or larger than
+    /// ``Configuration/maxItemSize``) removes the key's remote value instead.
+    ///
+    /// ```swift
+    /// try await remote.setValues(["home": home, "trending": trending], expiry: .seconds(60))
+    /// ```
+    ///
+    /// - Throws: ``Larder/StorageError`` (code `.io`) when a server failed; the values on the
+    ///   other servers are stored.
+    public func setValues(_ values: [String: Data], expiry: Expiry? = nil, isCompressible: Bool = false) async throws {
+        var commands: [(key: [UInt8], command: [RESPArgument])] = []
+        var sets: [Int] = []
+        for (key, data) in values {
+            let resolved = resolve(key)
+            // As in setValue: the lock first, one key per DEL.
+            commands.append((resolved.key, [.string("DEL"), .bytes(resolved.lock)]))
+            commands.append((resolved.key, [.string("DEL"), .bytes(resolved.stale)]))
+            if let (envelope, ttl) = try prepare(data, expiry: expiry, metadata: nil, isCompressible: isCompressible,
+                                                  digest: resolved.digest) {
+                sets.append(commands.count)
+                commands.append((resolved.key, [.string("SET"), .bytes(resolved.key), .buffer(envelope)] + ttl.arguments))
+            } else {
+                commands.append((resolved.key, [.string("DEL"), .bytes(resolved.key)]))
+            }
+        }
+        guard !commands.isEmpty else { return }
+        let results = await servers.sendAll(commands)
+        let stored = sets.filter { if case .success(.simpleString("OK")) = results[$0] { true } else { false } }.count
+        counters.writes.add(stored, ordering: .relaxed)
+        _ = try await checked(try results.map { try $0.get() })
     }
 
     @discardableResult
     public func removeValue(forKey key: String) async throws -> Bool {
         let resolved = resolve(key)
         let replies = try await send([
-            [.string("DEL"), .bytes(resolved.lock), .bytes(resolved.stale)],
+            [.string("DEL"), .bytes(resolved.lock)],
+            [.string("DEL"), .bytes(resolved.stale)],
             [.string("DEL"), .bytes(resolved.key)],
-        ])
-        guard case .integer(let removed) = replies[1] else { throw unexpected(replies[1], "DEL") }
+        ], routedBy: resolved.key)
+        guard case .integer(let removed) = replies[2] else { throw unexpected(replies[2], "DEL") }
         return removed > 0
     }
 
@@ -410,29 +518,36 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
     /// Always empty: keys are stored hashed.
     public func keys(withPrefix prefix: String) async throws -> [String] { [] }
 
-    /// Unlinks every key of the namespace (`SCAN … MATCH namespace*`, then `UNLINK`), which
-    /// every store tracking it hears of. Other namespaces are untouched.
+    /// Unlinks every key of the namespace (`SCAN … MATCH namespace*` on every server, a
+    /// cluster's primaries included, then `UNLINK`), which every store tracking it hears of.
+    /// Other namespaces are untouched.
     public func removeAll() async throws {
-        var cursor = "0"
-        repeat {
-            let reply = try await send([[.string("SCAN"), .string(cursor), .string("MATCH"),
-                                          .string(configuration.namespace + "*"), .string("COUNT"), .string("1000")]])[0]
-            guard case .array(let parts) = reply, parts.count == 2, let next = parts[0].string,
-                  case .array(let keys) = parts[1] else { throw unexpected(reply, "SCAN") }
-            let names = keys.compactMap { key -> RESPArgument? in
-                if case .bulkString(let bytes) = key { return .buffer(bytes) }
-                return nil
-            }
-            if !names.isEmpty { _ = try await send([[.string("UNLINK")] + names]) }
-            cursor = next
-        } while cursor != "0"
+        for server in try await reaching(await servers.everyServer()) {
+            var cursor = "0"
+            repeat {
+                let scan: [RESPArgument] = [.string("SCAN"), .string(cursor), .string("MATCH"), .string(configuration.namespace + "*"),
+                                            .string("COUNT"), .string("1000")]
+                let reply = try await checked(await server.send([scan]))[0]
+                guard case .array(let parts) = reply, parts.count == 2, let next = parts[0].string,
+                      case .array(let keys) = parts[1] else { throw unexpected(reply, "SCAN") }
+                let names: [[UInt8]] = keys.compactMap { key in
+                    if case .bulkString(let bytes) = key { return Array(buffer: bytes) }
+                    return nil
+                }
+                let unlinks = servers.multiKeyGroups(names).map { group in
+                    (key: names[group[0]], command: [RESPArgument.string("UNLINK")] + group.map { .bytes(names[$0]) })
+                }
+                _ = try await checked(await servers.sendAll(unlinks).map { result in try result.get() })
+                cursor = next
+            } while cursor != "0"
+        }
     }
 
     /// Always 0: the server drops expired keys itself.
     public func removeExpired() async throws -> Int { 0 }
 
     public func close() async {
-        pool.close()
+        servers.close()
         await tracking?.close()
     }
 
@@ -445,7 +560,7 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
         let reply = try await send([[
             .string("EVAL"), .string(Scripts.leasedRead), .string("3"),
             .bytes(resolved.key), .bytes(resolved.lock), .bytes(resolved.stale), .integer(Int64(bitPattern: token)), .integer(milliseconds),
-        ]])[0]
+        ]], routedBy: resolved.key)[0]
         guard case .array(let parts) = reply, parts.count >= 1, case .integer(let outcome) = parts[0] else {
             throw unexpected(reply, "EVAL (leased read)")
         }
@@ -481,7 +596,7 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
             .string("EVAL"), .string(Scripts.fill), .string("3"),
             .bytes(resolved.key), .bytes(resolved.lock), .bytes(resolved.stale),
             .integer(Int64(bitPattern: lease.token)), .buffer(envelope),
-        ] + ttl.scriptArguments])[0]
+        ] + ttl.scriptArguments], routedBy: resolved.key)[0]
         guard case .integer(let filled) = reply else { throw unexpected(reply, "EVAL (fill)") }
         if filled == 1 {
             counters.writes.add(1, ordering: .relaxed)
@@ -498,8 +613,24 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
         let resolved = resolve(key)
         let reply = try await send([[
             .string("EVAL"), .string(Scripts.moveAside), .string("2"), .bytes(resolved.key), .bytes(resolved.stale),
-        ]])[0]
+        ]], routedBy: resolved.key)[0]
         guard case .integer(let moved) = reply else { throw unexpected(reply, "EVAL (invalidate)") }
+        return moved == 1
+    }
+
+    /// Moves the value aside, as ``invalidate(forKey:)`` does, only when it expires by `date`
+    /// and is still the bytes read here (compared in a script): a value written in between is
+    /// left fresh.
+    @discardableResult
+    public func invalidate(forKey key: String, ifExpiringBy date: Date) async throws -> Bool {
+        let resolved = resolve(key)
+        guard case .bulkString(let bytes) = try await send([[.string("GET"), .bytes(resolved.key)]], routedBy: resolved.key)[0],
+              let current = await accept(bytes, resolved: resolved, storedAt: resolved.key),
+              let expiration = current.expirationDate, expiration <= date else { return false }
+        let reply = try await send([[
+            .string("EVAL"), .string(Scripts.moveAsideIfEqual), .string("2"), .bytes(resolved.key), .bytes(resolved.stale), .buffer(bytes),
+        ]], routedBy: resolved.key)[0]
+        guard case .integer(let moved) = reply else { throw unexpected(reply, "EVAL (invalidate if due)") }
         return moved == 1
     }
 
@@ -509,7 +640,7 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
         let resolved = resolve(key)
         _ = try await send([[
             .string("EVAL"), .string(Scripts.deleteIfEqual), .string("1"), .bytes(resolved.lock), .integer(Int64(bitPattern: lease.token)),
-        ]])
+        ]], routedBy: resolved.key)
     }
 
     // MARK: - Invalidations
@@ -601,25 +732,21 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
             counters.misses.add(1, ordering: .relaxed)
             _ = try? await send([[
                 .string("EVAL"), .string(Scripts.deleteIfEqual), .string("1"), .bytes(wireKey), .buffer(bytes),
-            ]])
+            ]], routedBy: wireKey)
             return nil
         }
     }
 
-    /// Sends commands through the pool, turning a failure into a ``Larder/StorageError`` and an
+    /// Sends commands to the server of `key`'s slot, turning a failure into a
+    /// ``Larder/StorageError`` and an error reply into one too.
+    private func send(_ commands: [[RESPArgument]], routedBy key: [UInt8]) async throws -> [RESPValue] {
+        try await checked(await servers.send(commands, routedBy: key))
+    }
+
+    /// The replies `operation` got, with a failure turned into a ``Larder/StorageError`` and an
     /// error reply into one too.
-    private func send(_ commands: [[RESPArgument]]) async throws -> [RESPValue] {
-        let replies: [RESPValue]
-        do {
-            replies = try await pool.send(commands)
-        } catch {
-            counters.errors.add(1, ordering: .relaxed)
-            var cause = error
-            if let redis = error as? RedisError, redis.code != .authentication, let refusal = pool.lastRefusal.withLock({ $0 }) {
-                cause = refusal
-            }
-            throw StorageError(code: .io, message: "redis \(configuration.host):\(configuration.port): \(cause)", cause: cause)
-        }
+    private func checked(_ operation: @autoclosure () async throws -> [RESPValue]) async throws -> [RESPValue] {
+        let replies = try await reaching(await operation())
         for reply in replies {
             if case .error(let message) = reply {
                 counters.errors.add(1, ordering: .relaxed)
@@ -628,6 +755,20 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
             }
         }
         return replies
+    }
+
+    /// The result of `operation`, whose failure is turned into a ``Larder/StorageError``.
+    private func reaching<Result>(_ operation: @autoclosure () async throws -> Result) async throws -> Result {
+        do {
+            return try await operation()
+        } catch {
+            counters.errors.add(1, ordering: .relaxed)
+            var cause = error
+            if let redis = error as? RedisError, redis.code != .authentication, let refusal = servers.refusal {
+                cause = refusal
+            }
+            throw StorageError(code: .io, message: "redis \(servers.name): \(cause)", cause: cause)
+        }
     }
 
     private func unexpected(_ reply: RESPValue, _ command: String) -> StorageError {
@@ -703,6 +844,11 @@ enum Scripts {
     /// KEYS: value, stale. Renames the value to its stale copy (TTL kept); 1 if there was one.
     static let moveAside = """
         if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('RENAME', KEYS[1], KEYS[2]) return 1 end
+        return 0
+        """
+    /// KEYS: value, stale; ARGV: bytes. ``moveAside``, only while the value is exactly these bytes.
+    static let moveAsideIfEqual = """
+        if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('RENAME', KEYS[1], KEYS[2]) return 1 end
         return 0
         """
     /// KEYS: key; ARGV: bytes. Deletes the key only while it holds exactly these bytes.

@@ -24,6 +24,24 @@
 //       "won <key>" when it did) or takes the value (printing "took <key> <value>"), and prints
 //       "done" at the end.
 //
+//   LarderCrashHelper coherence <directory> <board> <index> <processes> <operations> <keys>
+//       One of `processes` processes on one directory, each with a `Storage<String, String>`
+//       whose memory follows the directory. Process `index` owns `keys` keys
+//       ("p<index>-<k>") and alone writes and removes them; every process reads every key.
+//       After the file `go` appears in `directory`, it runs `operations` mixed operations: the
+//       n-th operation on an owned key stores "n", or removes it when n is a multiple of 5, and
+//       then publishes n in the key's 8-byte slot of the `board` file. A read first reads the
+//       slot (p) and must then see the key's state after operation p: a version at least p,
+//       or nothing when a removal lies between p and the slot read after it (+1, one in
+//       flight). Prints "stale <key> read=<value> published=<p>" for the first few stale
+//       reads and "done operations=<n> reads=<n> memory=<n> stale=<n> wrong=<n>" at the end.
+//
+//   LarderCrashHelper coherence-create <directory> <name> <keys>
+//       Reads keys "c0"… into memory through a `Storage<String, String>` that follows the
+//       directory, prints "primed", waits for the file `go` (the parent removes the keys
+//       before creating it), then inserts `name` for each key if absent, printing "won <key>"
+//       for each it inserted, and "done" at the end.
+//
 //   LarderCrashHelper spawn <mode> <arguments…>
 //       An intermediate parent for the orphan tests: starts the helper again with the given
 //       mode and arguments, prints "child <pid>", and waits until it is killed.
@@ -55,6 +73,8 @@ case "write": runWriter()
 case "full-disk": runFullDisk()
 case "spawn": runSpawn()
 case "atomic": runAtomic()
+case "coherence": runCoherence()
+case "coherence-create": runCoherenceCreate()
 default: fail("unknown mode \(arguments[1])", code: 64)
 }
 
@@ -111,6 +131,122 @@ func runAtomic() {
         fail("atomic \(operation) failed: \(error)", code: 70)
     }
     store.close()
+    FileHandle.standardOutput.write(Data((lines + ["done"]).map { $0 + "\n" }.joined().utf8))
+}
+
+// MARK: - coherence
+
+/// Writes `line` to standard output at once (unbuffered).
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+/// Waits for the file `go` in `directory`.
+func waitForGo(in directory: URL) {
+    let go = directory.appendingPathComponent("go").path
+    while !FileManager.default.fileExists(atPath: go) { usleep(1_000) }
+}
+
+func runCoherence() {
+    guard arguments.count >= 8, let index = Int(arguments[4]), let processes = Int(arguments[5]),
+          let operations = Int(arguments[6]), let keyCount = Int(arguments[7]), processes > 0, keyCount > 0
+    else {
+        fail("coherence needs <directory> <board> <index> <processes> <operations> <keys>", code: 64)
+    }
+    let directory = URL(fileURLWithPath: arguments[2])
+    let board = open(arguments[3], O_RDWR | O_CLOEXEC)
+    guard board >= 0 else { fail("cannot open the board \(arguments[3])", code: 70) }
+    let storage: Storage<String, String>
+    do {
+        storage = try Storage(configuration: .init(directory: directory), transformer: .string)
+    } catch {
+        fail("cannot open storage: \(error)", code: 70)
+    }
+    // Slot of key k of process i: i * keyCount + k.
+    func slot(_ process: Int, _ key: Int) -> off_t { off_t((process * keyCount + key) * 8) }
+    func published(_ offset: off_t) -> Int {
+        var value: UInt64 = 0
+        guard pread(board, &value, 8, offset) == 8 else { fail("cannot read the board", code: 70) }
+        return Int(value)
+    }
+    func publish(_ version: Int, at offset: off_t) {
+        var value = UInt64(version)
+        guard pwrite(board, &value, 8, offset) == 8 else { fail("cannot write the board", code: 70) }
+    }
+    say("ready")
+    waitForGo(in: directory)
+    var random = SplitMix64(seed: UInt64(index + 1) &* 0x9E37_79B9)
+    var versions = [Int](repeating: 0, count: keyCount)
+    var reads = 0, memoryHits = 0, stale = 0, wrong = 0
+    do {
+        for _ in 0..<operations {
+            let roll = Int(random.next() % 100)
+            if roll < 35 {
+                // A write or removal of an owned key, then its publication.
+                let key = Int(random.next() % UInt64(keyCount))
+                versions[key] += 1
+                let version = versions[key]
+                if version % 5 == 0 {
+                    try storage.removeValue(forKey: "p\(index)-\(key)")
+                } else {
+                    try storage.setValue(String(version), forKey: "p\(index)-\(key)")
+                }
+                publish(version, at: slot(index, key))
+            } else {
+                // A read of any process's key (mostly other processes' when there are several).
+                let owner = Int(random.next() % UInt64(processes))
+                let key = Int(random.next() % UInt64(keyCount))
+                let name = "p\(owner)-\(key)"
+                let floor = published(slot(owner, key))
+                let entry = try storage.entry(forKey: name)
+                let ceiling = published(slot(owner, key)) + 1
+                reads += 1
+                if entry?.tier == .memory { memoryHits += 1 }
+                let isStale: Bool
+                if let value = entry?.value {
+                    guard let version = Int(value), version % 5 != 0, version <= ceiling else {
+                        wrong += 1
+                        say("wrong \(name) read=\(value) published=\(floor)")
+                        continue
+                    }
+                    isStale = version < floor
+                } else {
+                    isStale = floor > 0 && !(floor...ceiling).contains { $0 % 5 == 0 }
+                }
+                if isStale {
+                    stale += 1
+                    if stale <= 10 { say("stale \(name) read=\(entry?.value ?? "nil") published=\(floor) tier=\(entry?.tier.name ?? "-")") }
+                }
+            }
+        }
+    } catch {
+        fail("coherence run failed: \(error)", code: 70)
+    }
+    storage.close()
+    say("done operations=\(operations) reads=\(reads) memory=\(memoryHits) stale=\(stale) wrong=\(wrong)")
+}
+
+func runCoherenceCreate() {
+    guard arguments.count >= 5, let keyCount = Int(arguments[4]) else {
+        fail("coherence-create needs <directory> <name> <keys>", code: 64)
+    }
+    let directory = URL(fileURLWithPath: arguments[2])
+    let name = arguments[3]
+    var lines: [String] = []
+    do {
+        let storage = try Storage<String, String>(configuration: .init(directory: directory), transformer: .string)
+        for index in 0..<keyCount where try storage.value(forKey: "c\(index)") == nil {
+            fail("c\(index) was not stored before the run", code: 70)
+        }
+        say("primed")
+        waitForGo(in: directory)
+        for index in 0..<keyCount where try storage.insertValue(name, forKey: "c\(index)") {
+            lines.append("won c\(index)")
+        }
+        storage.close()
+    } catch {
+        fail("coherence-create failed: \(error)", code: 70)
+    }
     FileHandle.standardOutput.write(Data((lines + ["done"]).map { $0 + "\n" }.joined().utf8))
 }
 

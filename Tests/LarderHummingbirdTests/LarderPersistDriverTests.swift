@@ -279,6 +279,15 @@ struct LarderPersistDriverTests {
         try await persist.shutdown()
     }
 
+    @Test func twoAppProcessesOnOneDirectoryShowEachOthersChangesAtOnce() async throws {
+        // Given two Hummingbird apps (processes) whose sessions live in one directory
+        // When sessions are created, read, removed, created again and overwritten through
+        // one app and read through the other, Then every response shows the new state.
+        let mismatches = try await SharedDirectoryApps.run(
+            try HummingbirdHelper.executableURL, arguments: ["serve", directory.url.path], withCreate: true)
+        #expect(mismatches.isEmpty, "\(mismatches)")
+    }
+
     // MARK: - Service lifecycle and restart
 
     @Test func gracefulShutdownClosesTheStoreAndARestartKeepsTheValues() async throws {

@@ -16,9 +16,9 @@ struct HTTPImageFetcherRequestTests {
         png = try Fixture.all.first { $0.name == "image.png" }!.data
     }
 
-    func makeFetcher(attempts: Int = 3, threshold: Int = 3) -> HTTPImageFetcher {
+    func makeFetcher(attempts: Int = 3, threshold: Int = 3, timeout: Duration = .seconds(5)) -> HTTPImageFetcher {
         HTTPImageFetcher {
-            $0.timeout = .seconds(5)
+            $0.timeout = timeout
             $0.maximumAttempts = attempts
             $0.retryDelay = .milliseconds(10)
             $0.hostFailureThreshold = threshold
@@ -72,6 +72,11 @@ struct HTTPImageFetcherRequestTests {
         let url = try #require(URL(string: "HTTPS://CDN.Example.COM:8443/Path/A.PNG?Token=AbC"))
         let request = try #require(HTTPImageFetcher.requestURL(for: url))
         #expect(request.absoluteString == "https://cdn.example.com:8443/Path/A.PNG?Token=AbC")
+        // An internationalised host is requested in its punycode form, whatever its case
+        for idn in ["http://BÜCHER.Example/a.png", "http://bücher.example/a.png", "http://XN--BCHER-KVA.example/a.png"] {
+            let url = try #require(URL(string: idn))
+            #expect(HTTPImageFetcher.requestURL(for: url)?.absoluteString == "http://xn--bcher-kva.example/a.png", "\(idn)")
+        }
         #expect(HTTPImageFetcher.requestURL(for: try #require(URL(string: "ftp://example.com/a.png"))) == nil)
         #expect(HTTPImageFetcher.requestURL(for: try #require(URL(string: "http:///a.png"))) == nil)
         #expect(HTTPImageFetcher.requestURL(for: URL(fileURLWithPath: "/tmp/a.png")) == nil)
@@ -113,6 +118,35 @@ struct HTTPImageFetcherRequestTests {
         // Then both come from the server, each with one request
         #expect(first.source == .network && second.source == .network)
         #expect(server.requestCount("/first.png") == 1 && server.requestCount("/second.png") == 1)
+    }
+
+    @Test
+    func aCancelledFetchIsNeitherRetriedNorCountedByTheOriginsBreaker() async throws {
+        // Given a server that holds the first request for one path until the test lets it go
+        // (or 280 s pass), and a fetcher whose breaker opens at the first failure
+        let png = self.png
+        let release = DispatchSemaphore(value: 0)
+        let server = try TestHTTPServer { path, attempt in
+            if path == "/held.png", attempt == 1 { _ = release.wait(timeout: .now() + 280) }
+            return TestHTTPServer.Response(headers: [("Content-Type", "image/png")], body: png)
+        }
+        defer { release.signal() }
+        let fetcher = makeFetcher(attempts: 3, threshold: 1, timeout: .seconds(600))
+        let held = server.url("/held.png")
+        let task = Task { try await fetcher.fetch(held) }
+        // When the fetch is cancelled while the server holds its request (no deadline of its
+        // own for the request to arrive: the suite's time limit bounds the wait)
+        while server.requestCount("/held.png") < 1 {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        task.cancel()
+        await #expect(throws: ImageFetchError.cancelled) { try await task.value }
+        release.signal()
+        // Then the origin's next image and the same URL are fetched at once, and the cancelled
+        // fetch made no request of its own after the first
+        #expect(try await fetcher.fetch(server.url("/next.png")).data == png)
+        #expect(try await fetcher.fetch(held).data == png)
+        #expect(server.requestCount("/held.png") == 2)
     }
 
     // MARK: - One breaker per origin

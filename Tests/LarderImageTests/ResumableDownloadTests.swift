@@ -287,6 +287,30 @@ struct ResumableDownloadTests {
     }
 
     @Test
+    func theKeptDownloadsAreBoundedInBytesTheLeastRecentlyWrittenGoingFirst() throws {
+        // Given three kept downloads of 30 MiB each (sparse files), written one after another
+        let cache = try makeCache()
+        let directory = try #require(cache.partialDownloadsDirectory)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let size = UInt64(30 * 1024 * 1024)
+        let names = ["oldest", "middle", "newest"]
+        for (age, name) in names.enumerated() {
+            let file = directory.appendingPathComponent(name)
+            #expect(FileManager.default.createFile(atPath: file.path, contents: nil))
+            let handle = try FileHandle(forWritingTo: file)
+            try handle.truncate(atOffset: size)
+            try handle.close()
+            try FileManager.default.setAttributes(
+                [.modificationDate: Date(timeIntervalSince1970: 1_000_000 + Double(age) * 60)], ofItemAtPath: file.path)
+        }
+        #expect(3 * Int(size) > ImageCache.partialDownloadSizeLimit)
+        // When the cache trims them (as it does after every interrupted download)
+        cache.trimPartialDownloads()
+        // Then the least recently written goes, and what is left fits the limit
+        #expect(Set(keptFiles) == ["middle", "newest"])
+    }
+
+    @Test
     func aDamagedOrForeignKeptFileIsIgnoredAndRemoved() throws {
         // Given a kept download written for one URL
         let header = PartialDownload.Header(url: "http://a.test/a.png", entityTag: "\"v1\"", total: 10, count: 4)

@@ -198,6 +198,50 @@ struct MemcachedStoreTests {
         }
     }
 
+    @Test func aPlainReadOfAnInvalidatedValueLeavesItsLeaseToBeWon() async throws {
+        try await withChildProcesses { scope in
+            let server = try await MemcachedServer.start(in: scope)
+            let store = try Self.store(port: server.port)
+            try await store.setValue(Data("v1".utf8), forKey: "p", expiry: .seconds(60), metadata: nil, isCompressible: false)
+            #expect(try await store.invalidate(forKey: "p"))
+            // memcached hands the win token to the first read of a stale value, a plain one too
+            #expect(try await store.entry(forKey: "p")?.data == Data("v1".utf8))
+            #expect(try await store.entries(forKeys: ["p"])["p"]?.data == Data("v1".utf8))
+            // Then a leased read still wins it
+            guard case .won(_, stale: let stale?) = try await store.leasedEntry(forKey: "p", leaseDuration: .seconds(30)) else {
+                Issue.record("a plain read kept the lease of the invalidated value"); return
+            }
+            #expect(stale.data == Data("v1".utf8))
+            await store.close()
+        }
+    }
+
+    @Test func aConditionalInvalidationLeavesAValueWrittenSinceFresh() async throws {
+        try await withChildProcesses { scope in
+            let server = try await MemcachedServer.start(in: scope)
+            let store = try Self.store(port: server.port)
+            try await store.setValue(Data("old".utf8), forKey: "c", expiry: .seconds(60), metadata: nil, isCompressible: false)
+            let read = try #require(try await store.entry(forKey: "c"))
+            // Given a value written after the read, expiring later
+            try await store.setValue(Data("new".utf8), forKey: "c", expiry: .seconds(600), metadata: nil, isCompressible: false)
+            // An invalidation of what was read leaves it fresh
+            #expect(try await store.invalidate(forKey: "c", ifExpiringBy: try #require(read.expirationDate)) == false)
+            guard case .hit(let fresh) = try await store.leasedEntry(forKey: "c", leaseDuration: .seconds(30)) else {
+                Issue.record("the value written since was marked stale"); return
+            }
+            #expect(fresh.data == Data("new".utf8))
+            // While one that still expires by then is marked stale, once
+            let now = try #require(try await store.entry(forKey: "c"))
+            #expect(try await store.invalidate(forKey: "c", ifExpiringBy: try #require(now.expirationDate)))
+            #expect(try await store.invalidate(forKey: "c", ifExpiringBy: try #require(now.expirationDate)) == false)
+            guard case .won(_, stale: let stale?) = try await store.leasedEntry(forKey: "c", leaseDuration: .seconds(30)) else {
+                Issue.record("the due value was not marked stale"); return
+            }
+            #expect(stale.data == Data("new".utf8))
+            await store.close()
+        }
+    }
+
     @Test func aQuietBatchReturnsThePresentEntriesOnly() async throws {
         try await withChildProcesses { scope in
             let server = try await MemcachedServer.start(in: scope)

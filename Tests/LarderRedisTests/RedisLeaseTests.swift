@@ -90,6 +90,31 @@ struct RedisLeaseTests {
         }
     }
 
+    @Test func aConditionalInvalidationLeavesAValueWrittenSinceFresh() async throws {
+        try await withChildProcesses { scope in
+            let server = try await RedisServer.start(in: scope)
+            let (_, store) = try Self.storage(port: server.port)
+            try await store.setValue(Data("old".utf8), forKey: "c", expiry: .seconds(60), metadata: nil, isCompressible: false)
+            let read = try #require(try await store.entry(forKey: "c"))
+            // Given a value written after the read, expiring later
+            try await store.setValue(Data("new".utf8), forKey: "c", expiry: .seconds(600), metadata: nil, isCompressible: false)
+            // An invalidation of what was read leaves it fresh
+            #expect(try await store.invalidate(forKey: "c", ifExpiringBy: try #require(read.expirationDate)) == false)
+            guard case .hit(let fresh) = try await store.leasedEntry(forKey: "c", leaseDuration: .seconds(30)) else {
+                Issue.record("the value written since was moved aside"); return
+            }
+            #expect(fresh.data == Data("new".utf8))
+            // While one that still expires by then is moved aside
+            let now = try #require(try await store.entry(forKey: "c"))
+            #expect(try await store.invalidate(forKey: "c", ifExpiringBy: try #require(now.expirationDate)))
+            guard case .won(_, stale: let stale?) = try await store.leasedEntry(forKey: "c", leaseDuration: .seconds(30)) else {
+                Issue.record("the due value was not moved aside"); return
+            }
+            #expect(stale.data == Data("new".utf8))
+            await store.close()
+        }
+    }
+
     @Test func invalidateServesTheStaleValueWhileOneCallerRecomputes() async throws {
         try await withChildProcesses { scope in
             let server = try await RedisServer.start(in: scope)

@@ -242,6 +242,18 @@ struct LarderCacheTests {
         }
     }
 
+    // MARK: - Two processes on one directory
+
+    @Test func twoAppProcessesOnOneDirectoryShowEachOthersChangesAtOnce() async throws {
+        // Given two Vapor apps (processes) whose LarderCache lives in one directory
+        let binary = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        let helper = URL(fileURLWithPath: binary).deletingLastPathComponent().appendingPathComponent("LarderVaporHelper")
+        // When values are set, read, removed and overwritten through one app and read
+        // through the other, Then every response shows the new state.
+        let mismatches = try await SharedDirectoryApps.run(helper, arguments: [directory.url.path], withCreate: false)
+        #expect(mismatches.isEmpty, "\(mismatches)")
+    }
+
     // MARK: - Lifecycle
 
     @Test func shutdownClosesTheStorageAndARestartKeepsTheValues() async throws {

@@ -7,7 +7,9 @@ import Foundation
 /// behind a lock; reads go through ``DiskIndexReader``s of their own. Every statement is
 /// prepared once and reused; no SQL is ever built from keys or values.
 ///
-/// Schema 4 (this version; schema 3 added `sliding` and `totals.charge`, schema 4 S3-FIFO's
+/// Schema 5 (this version) adds `changes (seq, key, writer)`: one row per change to an entry row,
+/// written by triggers in the changing transaction, which ``ChangeWatch`` reads (see
+/// `upgrade4To5`). Schema 4 (schema 3 added `sliding` and `totals.charge`, schema 4 S3-FIFO's
 /// queue, counter, small-queue totals and ghost: see `upgrade3To4`). Schema 2:
 /// - `entries`: one row per entry (key, blob file or inline data, sizes, encoding, checksum,
 ///   dates, metadata). A read changes nothing in it.
@@ -28,7 +30,7 @@ import Foundation
 ///   (zlib) of the stored bytes alone, as schema 1 wrote it (the row's `hash` must then match
 ///   the key's digest).
 final class DiskIndex {
-    static let schemaVersion: Int64 = 4
+    static let schemaVersion: Int64 = 5
 
     /// A row as the read path needs it.
     struct Location {
@@ -157,14 +159,27 @@ final class DiskIndex {
     private let selectMeta: SQLiteStatement
     private let upsertMeta: SQLiteStatement
     private let deleteAllEntries: SQLiteStatement
+    private let pruneChanges: SQLiteStatement
+    /// The change rows this index keeps (``retainedChanges(forSizeLimit:)``).
+    let retainedChanges: Int64
+    /// Write transactions since the change rows were last pruned (``pruneChangesIfDue()``).
+    private var transactionsSincePrune = 0
 
     /// Opens (creating when new, upgrading when older) the index at `path`.
     ///
     /// - Throws: ``StorageError/sqlite(code:message:sql:)`` (check `isDatabaseCorruption`), or
     ///   ``ForeignIndexError`` when the file is a database of some other schema.
-    init(path: String, durability: DiskStore.Durability, busyTimeout: Duration, walLimit: Int = 4 << 20) throws {
+    /// `writer` is the writer id schema 5's triggers record in the change rows this
+    /// connection's writes add (see ``ChangeWatch``); `retainedChanges` how many change rows
+    /// the index keeps (``retainedChanges(forSizeLimit:)``).
+    init(
+        path: String, durability: DiskStore.Durability, busyTimeout: Duration, walLimit: Int = 4 << 20,
+        writer: Int64 = 0, retainedChanges: Int64 = DiskIndex.retainedChanges(forSizeLimit: .max)
+    ) throws {
+        self.retainedChanges = retainedChanges
         let connection = try SQLiteConnection(path: path, busyTimeout: busyTimeout)
         self.connection = connection
+        try connection.setWriterID(writer)
         // Switching a new database to WAL takes an exclusive lock without consulting the busy
         // handler, so two stores opening one new directory at once can get SQLITE_BUSY here:
         // retry until the busy timeout, as the handler would.
@@ -238,6 +253,7 @@ final class DiskIndex {
         upsertMeta = try connection.statement(
             "INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value")
         deleteAllEntries = try connection.statement("DELETE FROM entries RETURNING file")
+        pruneChanges = try connection.statement("DELETE FROM changes WHERE seq < (SELECT max(seq) FROM changes) - ?")
     }
 
     /// Runs `body` again while it fails with `SQLITE_BUSY` or `SQLITE_LOCKED`, backing off from
@@ -372,6 +388,39 @@ final class DiskIndex {
         PRAGMA user_version = 4;
         """
 
+    /// Schema 4 → 5: the change rows ``ChangeWatch`` follows. Every insert and removal of an
+    /// entry row, and every update that gives it another value (a new write time or checksum),
+    /// other metadata, another kind of lifetime or an earlier expiry, adds a row with the next
+    /// `seq`, the key and the writer id of the connection (`larder_writer()`, see
+    /// ``SQLiteConnection/setWriterID(_:)``). A lifetime renewed by reads (only ever later) adds
+    /// none: a copy elsewhere then only expires sooner. The table keeps the last
+    /// ``retainedChanges`` rows (``pruneChangesIfDue()``).
+    private static let upgrade4To5 = """
+        CREATE TABLE changes (seq INTEGER PRIMARY KEY, key TEXT NOT NULL, writer INTEGER NOT NULL);
+        CREATE TRIGGER entries_change_insert AFTER INSERT ON entries BEGIN
+            INSERT INTO changes (key, writer) VALUES (NEW.key, larder_writer());
+        END;
+        CREATE TRIGGER entries_change_delete AFTER DELETE ON entries BEGIN
+            INSERT INTO changes (key, writer) VALUES (OLD.key, larder_writer());
+        END;
+        CREATE TRIGGER entries_change_update AFTER UPDATE ON entries
+        WHEN NEW.created IS NOT OLD.created OR NEW.crc IS NOT OLD.crc OR NEW.metadata IS NOT OLD.metadata
+            OR NEW.sliding IS NOT OLD.sliding
+            OR coalesce(NEW.expires, 9223372036854775807) < coalesce(OLD.expires, 9223372036854775807) BEGIN
+            INSERT INTO changes (key, writer) VALUES (NEW.key, larder_writer());
+        END;
+        PRAGMA user_version = 5;
+        """
+
+    /// Change rows an index of a store of `sizeLimit` bytes keeps: one per 8 KiB of the limit,
+    /// 64 to 16,384 (a row takes about 40 bytes and its key; the table stays within the
+    /// footprint's slack). A ``ChangeWatch`` further behind drops every memory copy.
+    static func retainedChanges(forSizeLimit sizeLimit: Int) -> Int64 {
+        Int64(min(16_384, max(64, sizeLimit / 8_192)))
+    }
+    /// Write transactions between two prunings of the change rows.
+    static let pruneInterval = 256
+
     /// What a row costs on disk, as `sizeLimit` counts it (schema 3's `totals.charge`): a value
     /// in a blob file takes whole 4 KiB blocks, plus a block for its directory entry (a shard
     /// directory in the layout of earlier versions; room to spare in a flat `blobs/`); bytes in
@@ -459,6 +508,10 @@ final class DiskIndex {
                 }
                 if current == 3 {
                     try connection.execute(upgrade3To4)
+                    current = 4
+                }
+                if current == 4 {
+                    try connection.execute(upgrade4To5)
                 }
             } catch let error as StorageError where (error.sqliteResultCode ?? 0) & 0xFF == SQLITE_ERROR {
                 throw ForeignIndexError(reason: "schema version \(current) could not be upgraded (\(error))")
@@ -893,8 +946,29 @@ final class DiskIndex {
         }
     }
 
+    /// Deletes every row; of the change rows that adds, only the last is kept, so that every
+    /// ``ChangeWatch`` behind it finds the rows before it gone and drops every copy.
     func deleteAll() throws -> (count: Int, files: [String]) {
-        try deleteAllEntries.withReset { try Self.deletedRows($0) }
+        let deleted = try deleteAllEntries.withReset { try Self.deletedRows($0) }
+        try prune(keeping: 0)
+        return deleted
+    }
+
+    /// Deletes the oldest change rows beyond ``retainedChanges``, once every
+    /// ``pruneInterval`` write transactions (call inside one).
+    func pruneChangesIfDue() throws {
+        transactionsSincePrune += 1
+        guard transactionsSincePrune >= Self.pruneInterval else { return }
+        transactionsSincePrune = 0
+        try prune(keeping: retainedChanges)
+    }
+
+    /// Deletes the change rows but the last `kept` + 1.
+    private func prune(keeping kept: Int64) throws {
+        try pruneChanges.withReset { statement in
+            try statement.bind(kept, at: 1)
+            while try statement.step() {}
+        }
     }
 
     /// Steps a `DELETE … RETURNING file` to the end: the rows deleted and their blob files.

@@ -40,17 +40,20 @@ extension DiskStore {
         }
         try Self.makeDirectories(directory)
         let directoriesAreNew = try files.createDirectories()
-        let (index, _) = try Self.openIndex(in: directory, configuration: configuration, directoriesAreNew: directoriesAreNew)
+        let (index, _) = try Self.openIndex(
+            in: directory, configuration: configuration, directoriesAreNew: directoriesAreNew, writer: writerID)
         state.index = index
         setIndexIdentity(FileIdentity(path: indexPath), in: &state)
         state.needsReopen = false
         state.statistics.directoryRecreations += 1
     }
 
-    /// Records the identity of the index file just opened (call with the writer's lock held).
+    /// Records the identity of the index file just opened again, and counts the opening (call
+    /// with the writer's lock held).
     func setIndexIdentity(_ identity: FileIdentity?, in state: inout State) {
         state.indexIdentity = identity
         readers.indexOpened(identity)
+        indexOpenings.add(1, ordering: .releasing)
     }
 
     /// Creates `directory` (and its parents) owner-only if it is missing.

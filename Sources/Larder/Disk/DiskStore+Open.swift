@@ -19,7 +19,7 @@ extension DiskStore {
     /// whether the directory needs the orphan sweep. `directoriesAreNew`: `blobs/` and `tmp/`
     /// were created just now, so no file can be an orphan: the sweep is recorded as done.
     static func openIndex(
-        in directory: URL, configuration: Configuration, directoriesAreNew: Bool
+        in directory: URL, configuration: Configuration, directoriesAreNew: Bool, writer: Int64
     ) throws -> (DiskIndex, Bool) {
         let path = directory.appendingPathComponent("index.sqlite").path
         var recovered = false
@@ -44,7 +44,8 @@ extension DiskStore {
         let openIndex = { () throws -> (DiskIndex, wasDirty: Bool, lastSweep: Int64) in
             let index = try DiskIndex(
                 path: path, durability: configuration.durability, busyTimeout: configuration.busyTimeout,
-                walLimit: DiskIndex.walLimit(forSizeLimit: configuration.sizeLimit))
+                walLimit: DiskIndex.walLimit(forSizeLimit: configuration.sizeLimit), writer: writer,
+                retainedChanges: DiskIndex.retainedChanges(forSizeLimit: configuration.sizeLimit))
             let wasDirty = try index.meta("dirty") ?? 0 != 0
             let lastSweep = try index.meta("last_sweep") ?? 0
             _ = try index.totals()
@@ -132,9 +133,10 @@ extension DiskStore {
         index.connection.close()
         state.index = nil
         state.statistics.indexResets += 1
-        let open = { try DiskIndex(
+        let open = { [writerID] in try DiskIndex(
                 path: path, durability: configuration.durability, busyTimeout: configuration.busyTimeout,
-                walLimit: DiskIndex.walLimit(forSizeLimit: configuration.sizeLimit)) }
+                walLimit: DiskIndex.walLimit(forSizeLimit: configuration.sizeLimit), writer: writerID,
+                retainedChanges: DiskIndex.retainedChanges(forSizeLimit: configuration.sizeLimit)) }
         var fresh: DiskIndex
         do {
             let connection = try SQLiteConnection(path: path, busyTimeout: configuration.busyTimeout)

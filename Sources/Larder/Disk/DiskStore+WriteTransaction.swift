@@ -1,8 +1,8 @@
 import Foundation
 
 // The write doorway: every write transaction of the store goes through
-// `withWriteTransaction`, which decides what the access log writes first, and is the only
-// caller of `AccessLog.drain(into:)`. The read path's side of the log (recording, and what a
+// `withWriteTransaction`, which decides what the access log writes first, is the only
+// caller of `AccessLog.drain(into:)`, and prunes the change rows (see `ChangeWatch`). The read path's side of the log (recording, and what a
 // due log asks for) is here too.
 extension DiskStore {
     /// What a write transaction writes of the access log before its own work.
@@ -35,7 +35,9 @@ extension DiskStore {
                 case .asNeeded: break
                 case .forgotten: accessLog.discardAll()
                 }
-                return try body(transaction)
+                let result = try body(transaction)
+                try index.pruneChangesIfDue()
+                return result
             }
             if transaction.numberedLoggedReads { accessLog.endWrite(committed: true) }
             return result

@@ -72,6 +72,14 @@ public final class DiskStore: Sendable {
     /// changes them (stored under the writer's lock, read without it).
     let limits: Limits
 
+    /// The id of this store's writes in the index's change rows (random, never 0), by which
+    /// its own ``ChangeWatch`` skips them.
+    let writerID = Int64.random(in: 1...Int64.max)
+
+    /// How often the store opened its index again since it opened (a recreated directory, an
+    /// index moved aside or reset): a ``ChangeWatch`` then follows the new one.
+    let indexOpenings = Atomic<UInt64>(0)
+
     /// The directory the store owns.
     public var directory: URL { place.url }
 
@@ -176,7 +184,7 @@ public final class DiskStore: Sendable {
 
         place = StorePlace(url)
         let (index, needsSweep) = try Self.openIndex(
-            in: url, configuration: configuration, directoriesAreNew: directoriesAreNew)
+            in: url, configuration: configuration, directoriesAreNew: directoriesAreNew, writer: writerID)
         let identity = FileIdentity(path: place.indexPath)
         state = Locked(State(index: index, indexIdentity: identity))
         readers = ReaderPool(
@@ -201,6 +209,12 @@ public final class DiskStore: Sendable {
         guard let resolved = realpath(path, nil) else { return path }
         defer { free(resolved) }
         return String(cString: resolved)
+    }
+
+    /// A watch of the changes other stores make to this store's directory, for a storage's
+    /// memory tier (see ``ChangeWatch``).
+    func makeChangeWatch() throws -> ChangeWatch {
+        try ChangeWatch(store: self)
     }
 
     /// Whether no other store — of this process (``openStores``) or another (SQLite's view of

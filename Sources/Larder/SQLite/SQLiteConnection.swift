@@ -32,6 +32,21 @@ final class SQLiteConnection {
         sqlite3_extended_result_codes(handle, 1)
         let milliseconds = busyTimeout.components.seconds * 1_000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000
         sqlite3_busy_timeout(handle, Int32(clamping: milliseconds))
+        try setWriterID(0)
+    }
+
+    /// Sets what `larder_writer()` returns on this connection: the writer id the index's
+    /// triggers record in the change rows its writes add (see `ChangeWatch`). Every connection
+    /// has the function (0 until a store sets its own), so that any of them can write entries.
+    func setWriterID(_ writer: Int64) throws {
+        let code = sqlite3_create_function_v2(
+            handle, "larder_writer", 0, SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS,
+            UnsafeMutableRawPointer(bitPattern: Int(truncatingIfNeeded: writer)),
+            { context, _, _ in sqlite3_result_int64(context, Int64(Int(bitPattern: sqlite3_user_data(context)))) },
+            nil, nil, nil)
+        guard code == SQLITE_OK else {
+            throw StorageError.sqlite(code: code, message: "larder_writer() could not be registered", sql: nil)
+        }
     }
 
     deinit {

@@ -166,7 +166,7 @@ extension Storage where Value: Sendable {
         }
         let tiers = tiers ?? configuration.defaultTiers
         try checkNamesATier(tiers)
-        if tiers.includesMemory, memory.containsValue(forKey: key) { return true }
+        if tiers.includesMemory, currentMemory.containsValue(forKey: key) { return true }
         for tier in self.tiers where tiers.contains(tier.tierID) {
             if tier is any SharedCacheTier {
                 if (try? await containsBytes(forKey: key.cacheKey, in: tier)) == true { return true }

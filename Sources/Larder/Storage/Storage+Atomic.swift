@@ -33,7 +33,7 @@ extension Storage {
             return inserted
         }
         let inserted = try turns.withTurn(key) { () throws -> Bool in
-            if tiers.includesMemory, memory.containsValue(forKey: key) { return false }
+            if tiers.includesMemory, currentMemory.containsValue(forKey: key) { return false }
             let named = localTiers.indices.filter { tiers.contains(localTiers[$0].tierID) }
             guard let deciding = named.last, let encoded = write.encoded else {
                 try applyWrite(write, value, forKey: key, expiry: expiry, tiers: tiers)
@@ -73,7 +73,7 @@ extension Storage {
         let tiers = tiers ?? configuration.defaultTiers
         try checkNamesATier(tiers)
         if self.tiers.isEmpty {
-            let value = memory.takeValue(forKey: key)
+            let value = currentMemory.takeValue(forKey: key)
             if value != nil { emit(.removed, key.cacheKey, .memory) }
             dropStaleCopyInMemory(forKey: key)
             return value
@@ -87,7 +87,7 @@ extension Storage {
                 if taken.bytes == nil { taken.bytes = found }
             }
             if tiers.includesMemory { dropStaleCopyInMemory(forKey: key) }
-            if tiers.includesMemory, let value = memory.takeValue(forKey: key) {
+            if tiers.includesMemory, let value = currentMemory.takeValue(forKey: key) {
                 emit(.removed, key.cacheKey, .memory)
                 taken.value = value
             }
@@ -114,7 +114,7 @@ extension Storage {
             for tier in localTiers.reversed() where tiers.contains(tier.tierID) {
                 if try tier.setExpiry(expiry, forKey: key.cacheKey) { found = true }
             }
-            if tiers.includesMemory, memory.setExpiry(expiry, forKey: key) { found = true }
+            if tiers.includesMemory, currentMemory.setExpiry(expiry, forKey: key) { found = true }
             return found
         }
     }
@@ -167,7 +167,7 @@ extension Storage where Value: Sendable {
         let inserted = try await sharedTurns.withTurn(key) { () async throws -> Bool in
             let localExpiry = hasSharedTiers ? localCopyExpiry(expiry, sharedTiersIn: tiers) : expiry
             let inserted = try await turns.withTurn(key) { () async throws -> Bool in
-                if tiers.includesMemory, memory.containsValue(forKey: key) { return false }
+                if tiers.includesMemory, currentMemory.containsValue(forKey: key) { return false }
                 let named = self.tiers.indices.filter {
                     tiers.contains(self.tiers[$0].tierID) && !(self.tiers[$0] is any SharedCacheTier)
                 }
@@ -226,7 +226,7 @@ extension Storage where Value: Sendable {
                     if taken.bytes == nil { taken.bytes = found }
                 }
                 if tiers.includesMemory { dropStaleCopyInMemory(forKey: key) }
-                if tiers.includesMemory, let value = memory.takeValue(forKey: key) {
+                if tiers.includesMemory, let value = currentMemory.takeValue(forKey: key) {
                     emit(.removed, key.cacheKey, .memory)
                     taken.value = value
                 }
@@ -256,7 +256,7 @@ extension Storage where Value: Sendable {
                 where tiers.contains(tier.tierID) && !(tier is any SharedCacheTier) {
                     if try await setBytesExpiry(expiry, forKey: key.cacheKey, in: tier) { found = true }
                 }
-                if tiers.includesMemory, memory.setExpiry(expiry, forKey: key) { found = true }
+                if tiers.includesMemory, currentMemory.setExpiry(expiry, forKey: key) { found = true }
                 return found
             }
         }

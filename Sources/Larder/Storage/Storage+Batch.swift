@@ -58,7 +58,7 @@ extension Storage where Value: Sendable {
         guard self.tiers.contains(where: { tiers.contains($0.tierID) && $0 is any BatchReadingCacheTier }) else {
             for key in missingKeys {
                 if let failedSharedTiers, !allTiersLocal {
-                    if tiers.includesMemory, let hit = memory.entry(forKey: key) {
+                    if tiers.includesMemory, let hit = currentMemory.entry(forKey: key) {
                         found[key] = hit.value
                     } else if let entry = try await walkTiers(forKey: key, tiers: tiers, failedSharedTiers: failedSharedTiers) {
                         found[key] = entry.value

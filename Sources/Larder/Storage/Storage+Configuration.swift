@@ -39,6 +39,17 @@ extension Storage {
         /// The clock get-or-load's soft and hard timeouts are measured on. Defaults to
         /// `ContinuousClock()`; a test can give a clock it advances itself.
         public var loadClock: any Clock<Duration>
+        /// Whether memory follows the changes other stores make to ``directory`` — other
+        /// processes, or other storages of this process, sharing it. Defaults to `true`.
+        ///
+        /// With it on, a memory hit first checks whether anything committed to the directory's
+        /// index since it last looked (a few memory loads), and when something did, drops the
+        /// memory copies of the keys others wrote, removed, evicted or expired sooner before it
+        /// answers (insert-if-absent too, so it never finds a duplicate in a stale copy). So a
+        /// read that starts after a write returned in any process sees that write. Turn it off
+        /// only for a directory this storage alone writes to: memory may then serve values
+        /// other stores have since replaced or removed.
+        public var followsDirectory: Bool
 
         /// Creates a configuration; every parameter has the documented default.
         public init(
@@ -49,7 +60,8 @@ extension Storage {
             now: (@Sendable () -> Date)? = nil,
             logHandler: (@Sendable (String) -> Void)? = nil,
             loading: LoadOptions = .init(),
-            loadClock: any Clock<Duration> = ContinuousClock()
+            loadClock: any Clock<Duration> = ContinuousClock(),
+            followsDirectory: Bool = true
         ) {
             self.memory = memory
             self.directory = directory
@@ -59,6 +71,7 @@ extension Storage {
             self.logHandler = logHandler
             self.loading = loading
             self.loadClock = loadClock
+            self.followsDirectory = followsDirectory
         }
 
         /// The memory configuration with the storage-wide clock applied.

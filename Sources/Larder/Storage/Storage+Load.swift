@@ -94,7 +94,7 @@ extension Storage where Value: Sendable {
         loader: @escaping @Sendable (Key) async throws -> Value
     ) async throws -> Entry {
         // A load that finished while this one waited to start may have filled memory.
-        if tiers.includesMemory, let found = memory.entry(forKey: key) {
+        if tiers.includesMemory, let found = currentMemory.entry(forKey: key) {
             return Entry(value: found.value, tier: .memory, expirationDate: found.expirationDate)
         }
         let leasing = leasingTier(in: tiers)
@@ -293,7 +293,7 @@ extension Storage where Value: Sendable {
     /// below it, so each request counts one hit or one miss.
     nonisolated(nonsending) package func entryAfterMemoryMiss(forKey key: Key, tiers: StorageTiers? = nil) async throws -> Entry? {
         let tiers = tiers ?? configuration.defaultTiers
-        if tiers.includesMemory, let found = memory.entry(forKey: key) {
+        if tiers.includesMemory, let found = currentMemory.entry(forKey: key) {
             return Entry(value: found.value, tier: .memory, expirationDate: found.expirationDate)
         }
         return try await entryBelowMemory(forKey: key, tiers: tiers)

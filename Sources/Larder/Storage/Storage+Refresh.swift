@@ -78,7 +78,7 @@ extension Storage {
     ) -> Bool {
         guard tiers.includesMemory else { return false }
         guard let copy else { return memory.setExpiry(expiry, forKey: key) }
-        guard foundBelow || memory.containsValue(forKey: key) else { return false }
+        guard foundBelow || currentMemory.containsValue(forKey: key) else { return false }
         return memory.setValue(copy.value, forKey: key, cost: copy.cost, expiry: expiry)
     }
 }

@@ -84,7 +84,9 @@ extension Storage where Value: Sendable {
             try await promote(remote, value, forKey: key, from: position, tiers: tiers, token: token, sharedToken: sharedToken)
             return Entry(value: value, tier: leasing.tierID, expirationDate: remote.expirationDate)
         }
-        if remote != nil { try await leasing.invalidate(forKey: key.cacheKey) }
+        // Only the value read here, and only while it is still due: another instance may have
+        // refreshed the key since, and its fresh value must stay fresh.
+        if let expiration = remote?.expirationDate { try await leasing.invalidate(forKey: key.cacheKey, ifExpiringBy: expiration) }
         switch try await leasing.leasedEntry(forKey: key.cacheKey, leaseDuration: leasing.leaseDuration) {
         case .won(let lease, let stale):
             let value = try await loadAndFill(

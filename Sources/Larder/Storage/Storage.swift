@@ -72,7 +72,12 @@ public final class Storage<Key: CacheKey, Value> {
     let soleLocalTierCounters: TierCounters
     /// Each of ``tiers`` as a shared tier, or `nil`, in the same order (cast once, not per call).
     let sharedTierAt: [(any SharedCacheTier)?]
-    let turns = KeyTurns<Key>()
+    let turns: KeyTurns<Key>
+    /// The disk tier's watch of the changes other stores make to its directory, when memory
+    /// follows them (``Configuration/followsDirectory``); see `Storage+Coherence.swift`.
+    let changeWatch: ChangeWatch?
+    /// Whether ``changeWatch`` is set (read inline on every memory hit).
+    @usableFromInline let followsDirectory: Bool
     /// The keys whose local copies an ``InvalidatingCacheTier`` guards (`nil` without one).
     let localCopyGuard: LocalCopyGuard<Key>?
     /// Per-key turns of the network step of async writes and removals with a shared tier: only
@@ -161,6 +166,16 @@ public final class Storage<Key: CacheKey, Value> {
             throw StorageError.invalidConfiguration(field: "loading", value: "\(configuration.loading)", reason: error.message)
         }
         self.staleCopies = configuration.loading.maxStale == nil ? nil : try MemoryStore(configuration: configuration.effectiveMemory)
+        // A turn held while another store changed its key drops memory's copy before it ends.
+        // `MemoryStore` is thread-safe whatever its `Value` (one lock guards its state).
+        nonisolated(unsafe) let memory = memory, staleCopies = staleCopies
+        turns = KeyTurns { key in
+            memory.removeValue(forKey: key)
+            staleCopies?.removeValue(forKey: key)
+        }
+        let disk = configuration.followsDirectory ? tiers.lazy.compactMap({ $0 as? DiskStore }).first : nil
+        changeWatch = try disk?.makeChangeWatch()
+        followsDirectory = changeWatch != nil
     }
 
     /// Creates a storage with a configuration edited by `configure`.
@@ -209,7 +224,9 @@ public final class Storage<Key: CacheKey, Value> {
     /// The memory half of a read: no I/O, safe on any executor.
     @inlinable
     func memoryEntry(forKey key: Key, tiers: StorageTiers) -> Entry? {
-        guard tiers.includesMemory, let found = memory.read(key, forOwner: true) else { return nil }
+        guard tiers.includesMemory else { return nil }
+        if followsDirectory { followDirectory() }
+        guard let found = memory.read(key, forOwner: true) else { return nil }
         let expirationDate = found.expiration == .infinity ? nil : Date(timeIntervalSinceReferenceDate: found.expiration)
         if found.sliding > 0, let expirationDate { renewBelowMemory(key, until: expirationDate) }
         return Entry(value: found.value, tier: .memory, expirationDate: expirationDate)
@@ -218,6 +235,7 @@ public final class Storage<Key: CacheKey, Value> {
     /// The memory half of ``value(forKey:tiers:)``, for a call that names memory.
     @inlinable
     func memoryValue(forKey key: Key) -> Value? {
+        if followsDirectory { followDirectory() }
         guard let found = memory.read(key, forOwner: true) else { return nil }
         if found.sliding > 0, found.expiration != .infinity {
             renewBelowMemory(key, until: Date(timeIntervalSinceReferenceDate: found.expiration))
@@ -374,7 +392,7 @@ public final class Storage<Key: CacheKey, Value> {
         if hasAsyncOnlyTiers { try checkSynchronous(tiers) }
         let tiers = tiers ?? configuration.defaultTiers
         try checkNamesATier(tiers)
-        if tiers.includesMemory, memory.containsValue(forKey: key) { return true }
+        if tiers.includesMemory, currentMemory.containsValue(forKey: key) { return true }
         for tier in localTiers where tiers.contains(tier.tierID) {
             if try tier.containsValue(forKey: key.cacheKey) { return true }
         }
@@ -394,6 +412,7 @@ public final class Storage<Key: CacheKey, Value> {
         try checkNamesATier(tiers)
         var found = Set<String>()
         if tiers.includesMemory {
+            if followsDirectory { followDirectory() }
             for key in memory.keys() where key.cacheKey.hasPrefix(prefix) { found.insert(key.cacheKey) }
         }
         for tier in localTiers where tiers.contains(tier.tierID) {

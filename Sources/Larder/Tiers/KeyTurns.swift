@@ -45,12 +45,21 @@ final class KeyTurns<Key: Hashable & Sendable>: Sendable {
         var epoch: UInt64 = 0
         /// Promotions between their check and their end (see ``drainPromotions()``).
         var activePromotions = 0
+        /// Keys ``invalidate(_:)`` or ``invalidateAll()`` named while their turn was held:
+        /// the holder may still write an older value, so the turn runs the drop hook before it
+        /// ends.
+        var invalidatedWhileHeld: Set<Key> = []
     }
 
     static var stripeCount: Int { 1_024 }
     private let state = Locked(State())
+    /// Drops the local copy of a key invalidated while its turn was held; runs holding that
+    /// turn, just before it ends.
+    private let dropInvalidated: (@Sendable (Key) -> Void)?
 
-    init() {}
+    init(droppingInvalidated dropInvalidated: (@Sendable (Key) -> Void)? = nil) {
+        self.dropInvalidated = dropInvalidated
+    }
 
     private static func stripe(of key: Key) -> Int {
         Int(UInt(bitPattern: key.hashValue) % UInt(stripeCount))
@@ -103,11 +112,31 @@ final class KeyTurns<Key: Hashable & Sendable>: Sendable {
     /// Ends `key`'s turn: bumps its generation and hands the turn to the next waiter, if any.
     func release(_ key: Key) {
         let stripe = Self.stripe(of: key)
-        let next: Waiter? = state.withLock { state in
-            state.generations[stripe] &+= 1
-            return Self.handOver(key, in: &state)
+        endTurn(key) { $0.generations[stripe] &+= 1 }
+    }
+
+    /// Ends `key`'s turn: `finish` under the lock, then the hand-over to the next waiter. A key
+    /// invalidated while held first has its copy dropped (``dropInvalidated``), still holding
+    /// the turn.
+    private func endTurn(_ key: Key, _ finish: (inout State) -> Void) {
+        while true {
+            let next: Waiter?? = state.withLock { state in
+                if Self.takeInvalidation(key, in: &state) { return nil }
+                finish(&state)
+                return .some(Self.handOver(key, in: &state))
+            }
+            guard let next else {
+                dropInvalidated?(key)
+                continue
+            }
+            next?.resume()
+            return
         }
-        next?.resume()
+    }
+
+    /// Whether `key` was invalidated while held (clearing the mark); cheap while none was.
+    private static func takeInvalidation(_ key: Key, in state: inout State) -> Bool {
+        !state.invalidatedWhileHeld.isEmpty && state.invalidatedWhileHeld.remove(key) != nil
     }
 
     /// Runs `body` holding `key`'s turn (blocking the thread while waiting for it).
@@ -157,11 +186,7 @@ final class KeyTurns<Key: Hashable & Sendable>: Sendable {
     /// Ends a promotion's turn without bumping the generation: a promotion copies the value a
     /// reader already saw, it writes nothing new.
     private func endPromotion(_ key: Key) {
-        let next: Waiter? = state.withLock { state in
-            state.activePromotions -= 1
-            return Self.handOver(key, in: &state)
-        }
-        next?.resume()
+        endTurn(key) { $0.activePromotions -= 1 }
     }
 
     /// Ends the holder's turn on `key`: the next waiter (resumed by the caller, outside the
@@ -198,6 +223,31 @@ final class KeyTurns<Key: Hashable & Sendable>: Sendable {
             state.generations[stripe] &+= 1
             return state.held[key] != nil
         }
+    }
+
+    /// Changes `key`'s generation, so that a promotion whose token was taken earlier is
+    /// skipped, and, when its turn is held, has the turn drop the key's copy before it ends
+    /// (the holder may be writing an older value): a change another store made to the key.
+    func invalidate(_ key: Key) {
+        let stripe = Self.stripe(of: key)
+        state.withLock { state in
+            state.generations[stripe] &+= 1
+            if state.held[key] != nil { state.invalidatedWhileHeld.insert(key) }
+        }
+    }
+
+    /// ``invalidate(_:)`` for every key: every token taken so far is invalidated, and every
+    /// turn held now drops its key's copy before it ends.
+    func invalidateAll() {
+        state.withLock { state in
+            state.epoch &+= 1
+            state.invalidatedWhileHeld.formUnion(state.held.keys)
+        }
+    }
+
+    /// The keys whose turn is held now.
+    func heldKeys() -> [Key] {
+        state.withLock { Array($0.held.keys) }
     }
 
     /// How many callers wait for `key`'s turn (for tests and diagnostics).

@@ -69,6 +69,13 @@ public protocol LeasingCacheTier: SharedCacheTier {
     @discardableResult
     func invalidate(forKey key: String) async throws -> Bool
 
+    /// Marks the value stale, as ``invalidate(forKey:)`` does, only while the stored value still
+    /// expires no later than `date`: a value written since (which expires later) stays fresh.
+    /// A refresh ahead of expiry uses it, so that an instance that read a due value never
+    /// undoes another instance's refresh. Returns whether it marked a value.
+    @discardableResult
+    func invalidate(forKey key: String, ifExpiringBy date: Date) async throws -> Bool
+
     /// Gives up a lease won on a missing key without filling it (the loader failed), so that
     /// the callers waiting for the fill stop waiting and one of them takes the lease.
     func releaseLease(_ lease: TierLease, forKey key: String) async throws
@@ -84,4 +91,15 @@ public protocol LeasingCacheTier: SharedCacheTier {
 extension LeasingCacheTier {
     /// 30 s, for a tier that does not say.
     public var leaseDuration: Duration { .seconds(30) }
+
+    /// Reads the value, then invalidates it if it expires by `date`. Not atomic: a tier that
+    /// can compare and invalidate in one step (as memcached's CAS and Redis's scripts can)
+    /// should do so.
+    @discardableResult
+    public func invalidate(forKey key: String, ifExpiringBy date: Date) async throws -> Bool {
+        guard let current = try await entry(forKey: key), let expiration = current.expirationDate, expiration <= date else {
+            return false
+        }
+        return try await invalidate(forKey: key)
+    }
 }

@@ -1,5 +1,6 @@
 #if Memcached
 import Larder
+import LarderRemoteCore
 import NIOCore
 import NIOPosix
 import Synchronization
@@ -14,9 +15,9 @@ import Synchronization
 /// `breakerThreshold` consecutive failures the breaker opens: operations fail at once until
 /// `breakerCooldown` has passed, then one probe is let through.
 ///
-/// A batch that is the only call in flight, from a caller off the event loops, goes through the
-/// pool's ``DirectSocket`` instead when it is connected and free: the caller's thread writes it
-/// and reads the replies, with no hop to an event loop and back.
+/// A command or batch that is the only call in flight, from a caller off the event loops, goes
+/// through the pool's ``DirectSocket`` instead when it is connected and free: the caller's thread
+/// writes it and reads the replies, with no hop to an event loop and back.
 final class ConnectionPool: Sendable {
     struct Settings: Sendable {
         var host: String
@@ -41,25 +42,16 @@ final class ConnectionPool: Sendable {
         var backoff: TimeAmount
     }
 
-    private struct Breaker {
-        var consecutiveFailures = 0
-        var openUntil: NIODeadline?
-        var probing = false
-    }
-
     let settings: Settings
     let group: any EventLoopGroup
     private let slots: [Locked<SlotState>]
     /// The event loop each slot's connection lives on, fixed at start, so that a caller already
     /// on one of them is given that loop's connection (no thread hop either way).
     private let slotLoops: [any EventLoop]
-    private let breaker = Locked(Breaker())
-    /// Mirrors `breaker` (no failures, not open, no probe), so that the usual call (a healthy
-    /// server) checks and records it with one atomic load instead of two lock round trips.
-    private let healthy = Atomic<Bool>(true)
+    private let breaker: CircuitBreaker
     private let nextSlot = Atomic<Int>(0)
     private let isClosed = Atomic<Bool>(false)
-    /// Commands and batches in flight: a batch that is alone, from a caller off the event loops,
+    /// Commands and batches in flight: one that is alone, from a caller off the event loops,
     /// goes through `direct` (no thread hop) when that socket is free.
     private let inFlight = Atomic<Int>(0)
     private let direct: DirectSocket
@@ -71,6 +63,7 @@ final class ConnectionPool: Sendable {
 
     init(settings: Settings, group: any EventLoopGroup) {
         self.settings = settings
+        breaker = CircuitBreaker(threshold: settings.breakerThreshold, cooldown: settings.breakerCooldown)
         self.group = group
         slots = (0..<max(1, settings.connectionCount)).map { _ in Locked(SlotState(backoff: settings.reconnectBackoff.initial)) }
         slotLoops = slots.map { _ in group.next() }
@@ -89,9 +82,13 @@ final class ConnectionPool: Sendable {
         try admit()
         let deadline = NIODeadline.now() + settings.deadline
         let loopSlot = slotLoops.firstIndex { $0.inEventLoop }
-        inFlight.wrappingAdd(1, ordering: .relaxed)
+        let alone = inFlight.wrappingAdd(1, ordering: .relaxed).oldValue == 0
         defer { inFlight.wrappingSubtract(1, ordering: .relaxed) }
         do {
+            if alone, loopSlot == nil, DirectSocket.accepts(command), let response = try await direct.send(command, deadline: deadline) {
+                recordSuccess()
+                return response
+            }
             let connection = try await connection(at: loopSlot ?? nextSlotInTurn(), deadline: deadline)
             // The handler keeps the deadline (one timer per connection) and resumes this task
             // from the event loop; commands queued by many callers leave in one write.
@@ -147,7 +144,7 @@ final class ConnectionPool: Sendable {
     }
 
     /// Whether the server's last call succeeded and its breaker is closed (one atomic load).
-    var isHealthy: Bool { healthy.load(ordering: .relaxed) }
+    var isHealthy: Bool { breaker.isHealthy }
 
     /// Closes every connection; later calls throw `.closed`.
     func close() async {
@@ -239,43 +236,18 @@ final class ConnectionPool: Sendable {
     // MARK: - Circuit breaker
 
     private func admit() throws {
-        if healthy.load(ordering: .relaxed) { return }
-        let now = NIODeadline.now()
-        let allowed: Bool = breaker.withLock { breaker in
-            guard let openUntil = breaker.openUntil else { return true }
-            guard now >= openUntil, !breaker.probing else { return false }
-            breaker.probing = true
-            healthy.store(false, ordering: .relaxed)
-            return true
-        }
-        guard allowed else {
+        guard breaker.admit() else {
             counters.breakerRejections.add(1, ordering: .relaxed)
             throw MemcachedError(.breakerOpen, "the circuit breaker is open after repeated failures")
         }
     }
 
     private func recordSuccess() {
-        if healthy.load(ordering: .relaxed) { return }
-        breaker.withLock { breaker in
-            breaker.consecutiveFailures = 0
-            breaker.openUntil = nil
-            breaker.probing = false
-            healthy.store(true, ordering: .relaxed)
-        }
+        breaker.recordSuccess()
     }
 
     private func recordFailure() {
-        let opened: Bool = breaker.withLock { breaker in
-            breaker.consecutiveFailures += 1
-            healthy.store(false, ordering: .relaxed)
-            if breaker.probing || (breaker.openUntil == nil && breaker.consecutiveFailures >= settings.breakerThreshold) {
-                breaker.probing = false
-                breaker.openUntil = NIODeadline.now() + settings.breakerCooldown
-                return true
-            }
-            return false
-        }
-        if opened { counters.breakerOpens.add(1, ordering: .relaxed) }
+        if breaker.recordFailure() { counters.breakerOpens.add(1, ordering: .relaxed) }
     }
 }
 

@@ -5,13 +5,14 @@ import Larder
 import NIOCore
 
 /// One plain socket to the server on which a lone caller off the event loops writes its own
-/// batch and reads its own replies, on its own thread.
+/// command (or batch) and reads its own replies, on its own thread.
 ///
-/// A batch through the pipelined ``MetaConnection`` from a task on Swift's global executor costs
-/// two thread wake-ups besides the server's: the event loop's, to write the commands, and the
-/// caller's, when the last reply resumes it. ``ConnectionPool`` hands a batch to this socket
-/// instead when it is the only call in flight and the socket is free; every other call takes
-/// the pipeline.
+/// A call through the pipelined ``MetaConnection`` from a task on Swift's global executor costs
+/// two thread wake-ups besides the server's: the event loop's, to write the command, and the
+/// caller's, when the reply resumes it. With one call in flight those wake-ups are most of a
+/// loopback round trip, so ``ConnectionPool`` hands a command or a batch to this socket instead
+/// when it is the only call in flight and the socket is free; every other call takes the
+/// pipeline.
 ///
 /// Invariants:
 /// - At most one caller holds the socket (`busy`), and only the holder touches its descriptor;
@@ -52,7 +53,14 @@ final class DirectSocket: Sendable {
         self.maxValueLength = maxValueLength
     }
 
-    /// Sends `command` (one with a reply of its own: not quiet, not `mn`) and returns its reply, or `nil` at once when the
+    /// Whether `command` can take the socket alone: one that gets a reply of its own with its
+    /// opaque token (not quiet, not `mn`).
+    static func accepts(_ command: MetaCommand) -> Bool {
+        if case .noop = command.kind { return false }
+        return !command.isQuiet
+    }
+
+    /// Sends `command` (see ``accepts(_:)``) and returns its reply, or `nil` at once when the
     /// socket is not connected or another caller holds it (the caller then uses the pipeline).
     /// A failure closes the socket.
     ///

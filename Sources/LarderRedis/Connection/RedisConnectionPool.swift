@@ -1,5 +1,6 @@
 #if Redis
 import Larder
+import LarderRemoteCore
 import NIOCore
 import NIOPosix
 import Synchronization
@@ -38,24 +39,21 @@ final class RedisConnectionPool: Sendable {
         var backoff: TimeAmount
     }
 
-    private struct Breaker {
-        var consecutiveFailures = 0
-        var openUntil: NIODeadline?
-        var isProbing = false
-    }
-
     let settings: Settings
     private let slots: [Locked<SlotState>]
     private let slotLoops: [any EventLoop]
-    private let breaker = Mutex(Breaker())
+    private let breaker: CircuitBreaker
     private let nextSlot = Atomic<Int>(0)
     private let isClosed = Atomic<Bool>(false)
-    let counters = PoolCounters()
+    let counters: PoolCounters
     /// The last handshake refusal (a wrong password), kept so every later failure names it.
     let lastRefusal = Mutex<RedisError?>(nil)
 
-    init(settings: Settings, group: any EventLoopGroup) {
+    /// A pool whose counters add to `counters` (a cluster's pools share one).
+    init(settings: Settings, group: any EventLoopGroup, counters: PoolCounters = PoolCounters()) {
         self.settings = settings
+        self.counters = counters
+        breaker = CircuitBreaker(threshold: settings.breakerThreshold, cooldown: settings.breakerCooldown)
         slots = (0..<max(1, settings.connectionCount)).map { _ in Locked(SlotState(backoff: settings.reconnectBackoff.initial)) }
         slotLoops = slots.map { _ in group.next() }
     }
@@ -162,39 +160,18 @@ final class RedisConnectionPool: Sendable {
     }
 
     private func admit() throws {
-        let now = NIODeadline.now()
-        let refusal: RedisError? = breaker.withLock { breaker in
-            guard let openUntil = breaker.openUntil else { return nil }
-            if now >= openUntil, !breaker.isProbing {
-                breaker.isProbing = true
-                return nil
-            }
-            return RedisError(.breakerOpen, "\(settings.host):\(settings.port) failed \(settings.breakerThreshold) times in a row")
-        }
-        if let refusal {
+        guard breaker.admit() else {
             counters.breakerRejections.add(1, ordering: .relaxed)
-            throw refusal
+            throw RedisError(.breakerOpen, "\(settings.host):\(settings.port) failed \(settings.breakerThreshold) times in a row")
         }
     }
 
     private func recordSuccess() {
-        breaker.withLock { breaker in
-            breaker = Breaker()
-        }
+        breaker.recordSuccess()
     }
 
     private func recordFailure() {
-        let opened: Bool = breaker.withLock { breaker in
-            breaker.consecutiveFailures += 1
-            let wasOpen = breaker.openUntil != nil
-            if breaker.isProbing || breaker.consecutiveFailures >= settings.breakerThreshold {
-                breaker.openUntil = .now() + settings.breakerCooldown
-                breaker.isProbing = false
-                return !wasOpen
-            }
-            return false
-        }
-        if opened { counters.breakerOpens.add(1, ordering: .relaxed) }
+        if breaker.recordFailure() { counters.breakerOpens.add(1, ordering: .relaxed) }
     }
 
     func close() {

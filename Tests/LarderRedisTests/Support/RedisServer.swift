@@ -21,7 +21,8 @@ struct RedisServer: Sendable {
     static var shouldRun: Bool { (binary != nil && cliBinary != nil) || isCI }
     /// Suites disabled when the binary is missing (kept by hand beside the suites).
     static let serverSuites = [
-        "RedisStoreTests", "RedisTrackingTests", "RedisLeaseTests", "RedisAuthTests", "RedisMultiProcessTests", "RedisTLSTests",
+        "RedisStoreTests", "RedisTrackingTests", "RedisLeaseTests", "RedisAuthTests", "RedisMultiProcessTests", "RedisClusterTests",
+        "RedisTLSTests",
     ]
 
     let process: ChildProcess

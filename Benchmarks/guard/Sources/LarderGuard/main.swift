@@ -8,7 +8,8 @@
 // which log nothing), storage-get-hit, storage-get-miss and storage-set (Storage over the disk
 // tier), disk-get-miss, disk-set, memory-hit, memory-hit-wtinylfu (hits under `.wTinyLFU`),
 // memory-insert (an insert that evicts), storage-memory-hit and storage-memory-insert (the same
-// two through `Storage` without byte tiers). Profiling aids, not budgeted: disk-get-hit-100k
+// two through `Storage` without byte tiers), storage-memory-hit-coherent (storage-memory-hit
+// with a disk tier whose directory memory follows). Profiling aids, not budgeted: disk-get-hit-100k
 // (100 KiB values in blob files) and disk-get-hit-4k (4 KiB values inline, 8,000 of them).
 // Setup is the same every run: fixed keys and values, a fresh directory,
 // SWIFT_DETERMINISTIC_HASHING=1 set by the script.
@@ -202,6 +203,26 @@ case "storage-memory-hit":
     body = { index in
         guard try storage.value(forKey: keys[index * 7_919 % residents]) != nil else { fatalError("miss") }
     }
+case "storage-memory-hit-coherent":
+    // storage-memory-hit with a disk tier whose directory memory follows (the default): each
+    // hit first checks the wal-index for commits by other stores (there are none here).
+    try? FileManager.default.removeItem(at: directory)
+    var configuration = Storage<String, Box>.Configuration(memory: .init(countLimit: residents), directory: directory)
+    configuration.disk.logHandler = nil
+    configuration.disk.ranksReadsInBackground = false
+    configuration.now = { fixedInstant }
+    let storage = try Storage(
+        configuration: configuration,
+        transformer: Transformer<Box>(encode: { _ in Data([1]) }, decode: { _ in Box() }, isCompressible: false))
+    let keys = (0..<residents).map { key("memory-key", $0) }
+    let box = Box()
+    for name in keys { try storage.setValue(box, forKey: name) }
+    // The first hit after the writes catches up with their change rows (all this store's own).
+    guard try storage.value(forKey: keys[0]) != nil else { fatalError("miss") }
+    body = { index in
+        guard try storage.value(forKey: keys[index * 7_919 % residents]) != nil else { fatalError("miss") }
+    }
+    checks = { guard storage.statistics[.memory].hits >= iterations else { fatalError("not memory hits") } }
 case "storage-memory-insert":
     // memory-insert through `Storage<String, Box>` without a disk tier.
     let storage = try Storage<String, Box>(
