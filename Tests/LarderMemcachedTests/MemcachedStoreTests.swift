@@ -202,7 +202,7 @@ struct MemcachedStoreTests {
         try await withChildProcesses { scope in
             let server = try await MemcachedServer.start(in: scope)
             let store = try Self.store(port: server.port)
-            try await store.setValue(Data("v1".utf8), forKey: "p", expiry: .seconds(60), metadata: nil, isCompressible: false)
+            try await store.setValue(Data("v1".utf8), forKey: "p", expiry: .seconds(3_600), metadata: nil, isCompressible: false)
             #expect(try await store.invalidate(forKey: "p"))
             // memcached hands the win token to the first read of a stale value, a plain one too
             #expect(try await store.entry(forKey: "p")?.data == Data("v1".utf8))
@@ -220,10 +220,10 @@ struct MemcachedStoreTests {
         try await withChildProcesses { scope in
             let server = try await MemcachedServer.start(in: scope)
             let store = try Self.store(port: server.port)
-            try await store.setValue(Data("old".utf8), forKey: "c", expiry: .seconds(60), metadata: nil, isCompressible: false)
+            try await store.setValue(Data("old".utf8), forKey: "c", expiry: .seconds(3_600), metadata: nil, isCompressible: false)
             let read = try #require(try await store.entry(forKey: "c"))
             // Given a value written after the read, expiring later
-            try await store.setValue(Data("new".utf8), forKey: "c", expiry: .seconds(600), metadata: nil, isCompressible: false)
+            try await store.setValue(Data("new".utf8), forKey: "c", expiry: .seconds(7_200), metadata: nil, isCompressible: false)
             // An invalidation of what was read leaves it fresh
             #expect(try await store.invalidate(forKey: "c", ifExpiringBy: try #require(read.expirationDate)) == false)
             guard case .hit(let fresh) = try await store.leasedEntry(forKey: "c", leaseDuration: .seconds(30)) else {

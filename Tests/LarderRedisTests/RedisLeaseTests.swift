@@ -94,10 +94,10 @@ struct RedisLeaseTests {
         try await withChildProcesses { scope in
             let server = try await RedisServer.start(in: scope)
             let (_, store) = try Self.storage(port: server.port)
-            try await store.setValue(Data("old".utf8), forKey: "c", expiry: .seconds(60), metadata: nil, isCompressible: false)
+            try await store.setValue(Data("old".utf8), forKey: "c", expiry: .seconds(3_600), metadata: nil, isCompressible: false)
             let read = try #require(try await store.entry(forKey: "c"))
             // Given a value written after the read, expiring later
-            try await store.setValue(Data("new".utf8), forKey: "c", expiry: .seconds(600), metadata: nil, isCompressible: false)
+            try await store.setValue(Data("new".utf8), forKey: "c", expiry: .seconds(7_200), metadata: nil, isCompressible: false)
             // An invalidation of what was read leaves it fresh
             #expect(try await store.invalidate(forKey: "c", ifExpiringBy: try #require(read.expirationDate)) == false)
             guard case .hit(let fresh) = try await store.leasedEntry(forKey: "c", leaseDuration: .seconds(30)) else {
