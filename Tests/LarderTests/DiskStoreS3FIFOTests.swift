@@ -549,9 +549,9 @@ struct DiskStoreS3FIFOTests {
         defer { store.close() }
         let check = try indexConnection()
         defer { check.close() }
-        // Then it is schema 4, every value reads back, and every entry is in main, oldest
-        // used first, with counter 0
-        #expect(try check.scalarInt64("PRAGMA user_version") == 4)
+        // Then it is of the current schema, every value reads back, and every entry is in
+        // main, oldest used first, with counter 0
+        #expect(try check.scalarInt64("PRAGMA user_version") == DiskIndex.schemaVersion)
         #expect(try Self.strings(check, Self.queueOrderSQL) == ["k0 main 0", "k2 main 0", "k3 main 0", "k4 main 0", "k5 main 0", "k1 main 0"])
         for index in 0..<6 {
             #expect(try store.value(forKey: "k\(index)") == Data(repeating: UInt8(index), count: 50 + index))

@@ -7,8 +7,9 @@ import Foundation
 /// behind a lock; reads go through ``DiskIndexReader``s of their own. Every statement is
 /// prepared once and reused; no SQL is ever built from keys or values.
 ///
-/// Schema 4 (this version; schema 3 added `sliding` and `totals.charge`, schema 4 S3-FIFO's
-/// queue, counter, small-queue totals and ghost: see `upgrade3To4`). Schema 2:
+/// Schema 5 (this version; schema 3 added `sliding` and `totals.charge`, schema 4 S3-FIFO's
+/// queue, counter, small-queue totals and ghost: see `upgrade3To4`; schema 5 the `tags` table:
+/// see `upgradeAddingTags`). Schema 2:
 /// - `entries`: one row per entry (key, blob file or inline data, sizes, encoding, checksum,
 ///   dates, metadata). A read changes nothing in it.
 /// - `access (entry, seq, accessed)`: the recency of each entry apart from its row, so that
@@ -28,7 +29,7 @@ import Foundation
 ///   (zlib) of the stored bytes alone, as schema 1 wrote it (the row's `hash` must then match
 ///   the key's digest).
 final class DiskIndex {
-    static let schemaVersion: Int64 = 4
+    static let schemaVersion: Int64 = 5
 
     /// A row as the read path needs it.
     struct Location {
@@ -157,6 +158,8 @@ final class DiskIndex {
     private let selectMeta: SQLiteStatement
     private let upsertMeta: SQLiteStatement
     private let deleteAllEntries: SQLiteStatement
+    /// The statements of the `tags` table.
+    let tags: DiskTagIndex
 
     /// Opens (creating when new, upgrading when older) the index at `path`.
     ///
@@ -238,6 +241,7 @@ final class DiskIndex {
         upsertMeta = try connection.statement(
             "INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value")
         deleteAllEntries = try connection.statement("DELETE FROM entries RETURNING file")
+        tags = try DiskTagIndex(connection: connection)
     }
 
     /// Runs `body` again while it fails with `SQLITE_BUSY` or `SQLITE_LOCKED`, backing off from
@@ -459,6 +463,10 @@ final class DiskIndex {
                 }
                 if current == 3 {
                     try connection.execute(upgrade3To4)
+                    current = 4
+                }
+                if current == 4 {
+                    try connection.execute(DiskTagIndex.upgradeAddingTags)
                 }
             } catch let error as StorageError where (error.sqliteResultCode ?? 0) & 0xFF == SQLITE_ERROR {
                 throw ForeignIndexError(reason: "schema version \(current) could not be upgraded (\(error))")
