@@ -216,7 +216,13 @@ extension Storage where Value: Sendable {
                 try await tier.removeAll()
             }
         }
-        let local = try await offloadIfTiers(tiers) { try self.removeAll(tiers: tiers) }
+        // The synchronous clear of the local tiers named (it refuses a set naming a shared one).
+        let localIDs = localTierIDs(in: tiers)
+        guard localIDs.includesMemory || localTiers.contains(where: { localIDs.contains($0.tierID) }) else {
+            try checkNamesATier(tiers)
+            return counts
+        }
+        let local = try await offloadIfTiers(localIDs) { try self.removeAll(tiers: localIDs) }
         return counts.merging(local) { $1 }
     }
 

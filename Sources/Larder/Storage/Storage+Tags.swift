@@ -223,7 +223,7 @@ extension Storage where Value: Sendable {
         if !unknown.isEmpty {
             let keys = unknown.map(SharedInvalidations.key)
             let read: [String: TierEntry]
-            if let batching = tier as? any BatchReadingCacheTier {
+            if unknown.count > 1, let batching = tier as? any BatchReadingCacheTier {
                 read = try await batching.entries(forKeys: keys)
             } else {
                 var found: [String: TierEntry] = [:]
