@@ -51,7 +51,14 @@ extension Storage where Value: Sendable {
             return try await offloadIfTiers(tiers) { try self.setValue(value, forKey: key, expiry: expiry, tiers: tiers) }
         }
         let tiers = tiers ?? configuration.defaultTiers
-        let write = try prepareWrite(value, expiry: expiry, tiers: tiers)
+        try await writeThroughTiers(prepareWrite(value, expiry: expiry, tiers: tiers), value, forKey: key, expiry: expiry, tiers: tiers)
+    }
+
+    /// The tier writes of an async write when some tier is not local: under the key's turns,
+    /// the local tiers, then the shared ones.
+    nonisolated(nonsending) func writeThroughTiers(
+        _ write: PreparedWrite, _ value: Value, forKey key: Key, expiry: Expiry?, tiers: StorageTiers
+    ) async throws {
         guard hasSharedTiers else {
             try await turns.withTurn(key) {
                 try await self.writeLocally(write, value, forKey: key, expiry: expiry, localExpiry: expiry, tiers: tiers)

@@ -152,14 +152,7 @@ extension Storage where Value: Sendable {
         try checkTaggingTiers(tiers)
         var write = try prepareWrite(value, expiry: expiry, tiers: tiers)
         write.tags = tags
-        try await sharedTurns.withTurn(key) {
-            let localExpiry = self.localCopyExpiry(expiry, sharedTiersIn: tiers)
-            try await self.turns.withTurn(key) {
-                try await self.writeLocally(write, value, forKey: key, expiry: expiry, localExpiry: localExpiry, tiers: tiers)
-            }
-            await self.writeShared(write, forKey: key, expiry: expiry, tiers: tiers)
-        }
-        counters.writes.add(1, ordering: .relaxed)
+        try await writeThroughTiers(write, value, forKey: key, expiry: expiry, tiers: tiers)
     }
 
     /// Removes every value tagged `tag` from `tiers`; see ``removeValues(taggedWith:tiers:)-(_,_)``.
