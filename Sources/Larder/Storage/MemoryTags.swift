@@ -1,4 +1,4 @@
-import Synchronization
+public import Synchronization
 
 /// The tags of a ``Storage``'s memory values (``MemoryStore`` keeps decoded values and no tags):
 /// which keys ``Storage/removeValues(taggedWith:tiers:)-(_,_)`` drops from memory besides the
@@ -8,6 +8,7 @@ import Synchronization
 /// removal forgets them, so a tag never removes a newer untagged value. Keys memory evicted
 /// linger until the index outgrows twice memory's count, when ``prune(keeping:)`` drops them.
 /// A storage that never writes a tag pays one atomic load per write or removal.
+@usableFromInline
 final class MemoryTags<Key: Hashable & Sendable>: Sendable {
     private struct State {
         var keysByTag: [String: Set<Key>] = [:]
@@ -26,7 +27,10 @@ final class MemoryTags<Key: Hashable & Sendable>: Sendable {
 
     private let state = Locked(State())
     /// Set by the first tagged write; until then writes and removals skip the lock.
-    private let inUse = Atomic<Bool>(false)
+    @usableFromInline let inUse = Atomic<Bool>(false)
+
+    /// Whether any write has tagged a key, so that an inlined write can skip ``forget(_:)``.
+    @inlinable var isInUse: Bool { inUse.load(ordering: .acquiring) }
 
     /// Gives `key` exactly `tags` (none forgets it); returns the number of tagged keys.
     @discardableResult

@@ -92,7 +92,7 @@ public final class Storage<Key: CacheKey, Value> {
     /// (``LoadOptions/maxStale`` in ``Configuration/loading``); see `Storage+FailSafe.swift`.
     @usableFromInline let staleCopies: MemoryStore<Key, Value>?
     /// The tags of memory's values (see `Storage+Tags.swift`).
-    let memoryTags = MemoryTags<Key>()
+    @usableFromInline let memoryTags = MemoryTags<Key>()
     /// The invalidation times of the shared tiers this process knows (see `Storage+Tags.swift`).
     let sharedInvalidations = SharedInvalidations()
     /// The observers of ``events(bufferSize:)``.
@@ -434,7 +434,7 @@ public final class Storage<Key: CacheKey, Value> {
         }
         memory.setValue(value, forKey: key, cost: nil, expiry: expiry, forOwner: true)
         if staleCopies != nil { dropStaleCopyInMemory(forKey: key) }
-        dropMemoryTags(forKey: key)
+        if memoryTags.isInUse { dropMemoryTags(forKey: key) }
         if broadcaster.hasObservers { emit(.written, key.cacheKey, .memory) }
     }
 
