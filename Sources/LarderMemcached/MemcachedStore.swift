@@ -504,7 +504,8 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
     public func keys(withPrefix prefix: String) async throws -> [String] { [] }
 
     /// Does nothing: memcached cannot clear one namespace (`flush_all` would clear every
-    /// client's values). Remote values end by their TTL.
+    /// client's values). Remote values end by their TTL; a `Storage`'s `removeAll()` makes them
+    /// misses for every storage on the namespace through a clear time kept in memcached.
     public func removeAll() async throws {}
 
     /// Always 0: the server drops expired items itself.

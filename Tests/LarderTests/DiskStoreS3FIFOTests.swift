@@ -525,6 +525,9 @@ struct DiskStoreS3FIFOTests {
         let connection = try indexConnection()
         try connection.execute("""
             BEGIN;
+            DROP TRIGGER entries_forget_tags;
+            DROP TRIGGER entries_replace_tags;
+            DROP TABLE tags;
             DROP TRIGGER entries_resize_small;
             DROP TRIGGER entries_forget_access;
             DROP TRIGGER ghost_insert;

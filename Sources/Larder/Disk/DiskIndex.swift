@@ -7,10 +7,11 @@ import Foundation
 /// behind a lock; reads go through ``DiskIndexReader``s of their own. Every statement is
 /// prepared once and reused; no SQL is ever built from keys or values.
 ///
-/// Schema 5 (this version) adds `changes (seq, key, writer)`: one row per change to an entry row,
-/// written by triggers in the changing transaction, which ``ChangeWatch`` reads (see
-/// `upgrade4To5`). Schema 4 (schema 3 added `sliding` and `totals.charge`, schema 4 S3-FIFO's
-/// queue, counter, small-queue totals and ghost: see `upgrade3To4`). Schema 2:
+/// Schema 6 (this version) adds the `tags` table (see ``DiskTagIndex/upgradeAddingTags``).
+/// Schema 5 added `changes (seq, key, writer)`: one row per change to an entry row, written by
+/// triggers in the changing transaction, which ``ChangeWatch`` reads (see `upgrade4To5`).
+/// Schema 3 added `sliding` and `totals.charge`, schema 4 S3-FIFO's queue, counter, small-queue
+/// totals and ghost (see `upgrade3To4`). Schema 2:
 /// - `entries`: one row per entry (key, blob file or inline data, sizes, encoding, checksum,
 ///   dates, metadata). A read changes nothing in it.
 /// - `access (entry, seq, accessed)`: the recency of each entry apart from its row, so that
@@ -30,7 +31,7 @@ import Foundation
 ///   (zlib) of the stored bytes alone, as schema 1 wrote it (the row's `hash` must then match
 ///   the key's digest).
 final class DiskIndex {
-    static let schemaVersion: Int64 = 5
+    static let schemaVersion: Int64 = 6
 
     /// A row as the read path needs it.
     struct Location {
@@ -164,6 +165,8 @@ final class DiskIndex {
     let retainedChanges: Int64
     /// Write transactions since the change rows were last pruned (``pruneChangesIfDue()``).
     private var transactionsSincePrune = 0
+    /// The statements of the `tags` table.
+    let tags: DiskTagIndex
 
     /// Opens (creating when new, upgrading when older) the index at `path`.
     ///
@@ -254,6 +257,7 @@ final class DiskIndex {
             "INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value")
         deleteAllEntries = try connection.statement("DELETE FROM entries RETURNING file")
         pruneChanges = try connection.statement("DELETE FROM changes WHERE seq < (SELECT max(seq) FROM changes) - ?")
+        tags = try DiskTagIndex(connection: connection)
     }
 
     /// Runs `body` again while it fails with `SQLITE_BUSY` or `SQLITE_LOCKED`, backing off from
@@ -512,6 +516,10 @@ final class DiskIndex {
                 }
                 if current == 4 {
                     try connection.execute(upgrade4To5)
+                    current = 5
+                }
+                if current == 5 {
+                    try connection.execute(DiskTagIndex.upgradeAddingTags)
                 }
             } catch let error as StorageError where (error.sqliteResultCode ?? 0) & 0xFF == SQLITE_ERROR {
                 throw ForeignIndexError(reason: "schema version \(current) could not be upgraded (\(error))")

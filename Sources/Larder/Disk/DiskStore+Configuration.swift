@@ -190,6 +190,8 @@ extension DiskStore {
         public var evictions = 0
         /// Expired entries removed.
         public var expirations = 0
+        /// Entries removed by ``DiskStore/removeValues(taggedWith:)``.
+        public var removedByTag = 0
         /// Entries dropped because their bytes were damaged or missing.
         public var corruptEntriesDropped = 0
         /// Times a corrupt index was found while the store was open and emptied so the store

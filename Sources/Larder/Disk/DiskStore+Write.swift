@@ -29,9 +29,11 @@ extension DiskStore {
     }
 
     /// A write; with `onlyIfAbsent`, one that stores nothing (and returns `false`) when a live
-    /// entry exists for `key`, decided inside the write transaction.
+    /// entry exists for `key`, decided inside the write transaction. `tags` are written with the
+    /// row, in its transaction (see ``DiskTagIndex``).
     func write(
-        _ data: Data, forKey key: String, expiry: Expiry?, metadata: Data?, isCompressible: Bool, onlyIfAbsent: Bool
+        _ data: Data, forKey key: String, expiry: Expiry?, metadata: Data?, isCompressible: Bool, onlyIfAbsent: Bool,
+        tags: Set<String> = []
     ) throws -> Bool {
         let expiry = expiry ?? configuration.defaultExpiry
         guard expiry.isValid else { throw StorageError.invalidInput("expiry \(expiry) is not a finite time") }
@@ -82,7 +84,9 @@ extension DiskStore {
                        expires.map({ $0 > nowMilliseconds }) ?? true {
                         return nil
                     }
-                    return try policy.write(row, in: self, state: &state, transaction: transaction, now: nowMilliseconds)
+                    let obsolete = try policy.write(row, in: self, state: &state, transaction: transaction, now: nowMilliseconds)
+                    if !tags.isEmpty { try index.tags.tag(key, with: tags) }
+                    return obsolete
                 }
                 guard obsolete != nil else { return nil }
                 state.statistics.writes += 1

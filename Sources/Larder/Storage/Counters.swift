@@ -17,6 +17,8 @@ final class Counters: Sendable {
     let loadFailures = Atomic<Int>(0)
     let refreshesStarted = Atomic<Int>(0)
     let refreshFailures = Atomic<Int>(0)
+    let tagRemovals = Atomic<Int>(0)
+    let removedByTag = Atomic<Int>(0)
     /// One set per byte tier, in the storage's order.
     private let byteTiers: [(id: StorageTier, counters: TierCounters)]
 

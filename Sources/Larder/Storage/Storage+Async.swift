@@ -51,7 +51,14 @@ extension Storage where Value: Sendable {
             return try await offloadIfTiers(tiers) { try self.setValue(value, forKey: key, expiry: expiry, tiers: tiers) }
         }
         let tiers = tiers ?? configuration.defaultTiers
-        let write = try prepareWrite(value, expiry: expiry, tiers: tiers)
+        try await writeThroughTiers(prepareWrite(value, expiry: expiry, tiers: tiers), value, forKey: key, expiry: expiry, tiers: tiers)
+    }
+
+    /// The tier writes of an async write when some tier is not local: under the key's turns,
+    /// the local tiers, then the shared ones.
+    nonisolated(nonsending) func writeThroughTiers(
+        _ write: PreparedWrite, _ value: Value, forKey key: Key, expiry: Expiry?, tiers: StorageTiers
+    ) async throws {
         guard hasSharedTiers else {
             try await turns.withTurn(key) {
                 try await self.writeLocally(write, value, forKey: key, expiry: expiry, localExpiry: expiry, tiers: tiers)
@@ -79,6 +86,7 @@ extension Storage where Value: Sendable {
         }
         memory.removeValue(forKey: key)
         dropStaleCopyInMemory(forKey: key)
+        dropMemoryTags(forKey: key)
     }
 
     /// Removes the value for `key` from `tiers`, slowest first.
@@ -116,6 +124,7 @@ extension Storage where Value: Sendable {
                 emit(.removed, key.cacheKey, .memory)
             }
             dropStaleCopyInMemory(forKey: key)
+            dropMemoryTags(forKey: key)
         }
         return removed
     }
@@ -137,9 +146,13 @@ extension Storage where Value: Sendable {
             let tier = self.tiers[position]
             do {
                 if tiers.contains(tier.tierID), keepsLocalCopies, let encoded = write.encoded {
-                    try await setBytes(
-                        TierEntry(data: encoded), expiry: localExpiry, isCompressible: write.isCompressible,
-                        forKey: key.cacheKey, in: tier)
+                    if !write.tags.isEmpty, let local = tier as? any LocalCacheTier {
+                        try await offload { try self.setLocalBytes(write, encoded, forKey: key.cacheKey, expiry: localExpiry, in: local) }
+                    } else {
+                        try await setBytes(
+                            TierEntry(data: encoded), expiry: localExpiry, isCompressible: write.isCompressible,
+                            forKey: key.cacheKey, in: tier)
+                    }
                     emit(.written, key.cacheKey, tier.tierID)
                 } else if try await removeBytes(forKey: key.cacheKey, from: tier) {
                     emit(.removed, key.cacheKey, tier.tierID)
@@ -153,8 +166,10 @@ extension Storage where Value: Sendable {
         }
         if let cost = write.cost, keepsLocalCopies {
             if memory.setValue(value, forKey: key, cost: cost, expiry: localExpiry) { emit(.written, key.cacheKey, .memory) }
-        } else if memory.removeValue(forKey: key) {
-            emit(.removed, key.cacheKey, .memory)
+            setMemoryTags(write.tags, forKey: key)
+        } else {
+            if memory.removeValue(forKey: key) { emit(.removed, key.cacheKey, .memory) }
+            dropMemoryTags(forKey: key)
         }
         dropStaleCopyInMemory(forKey: key)
     }
@@ -201,11 +216,20 @@ extension Storage where Value: Sendable {
             counts[tier.tierID] = tier.tierStatistics.totalCount
             if tier is any SharedCacheTier {
                 try? await tier.removeAll()
+                // Whatever the tier kept (memcached cannot clear one namespace) is older than
+                // its clear time from now on: a miss in every process.
+                await writeInvalidationTime(SharedInvalidations.clearName, to: tier)
             } else {
                 try await tier.removeAll()
             }
         }
-        let local = try await offloadIfTiers(tiers) { try self.removeAll(tiers: tiers) }
+        // The synchronous clear of the local tiers named (it refuses a set naming a shared one).
+        let localIDs = localTierIDs(in: tiers)
+        guard localIDs.includesMemory || localTiers.contains(where: { localIDs.contains($0.tierID) }) else {
+            try checkNamesATier(tiers)
+            return counts
+        }
+        let local = try await offloadIfTiers(localIDs) { try self.removeAll(tiers: localIDs) }
         return counts.merging(local) { $1 }
     }
 
@@ -281,6 +305,13 @@ extension Storage where Value: Sendable {
         token: KeyTurns<Key>.Token, sharedToken: KeyTurns<Key>.Token
     ) async throws {
         let shared = sharedTierAt[position]
+        var found = found
+        var tags: Set<String> = []
+        if shared != nil {
+            // The stamp is the shared tier's, never a local copy's metadata; memory keeps its tags.
+            tags = Set(SharedStamp(metadata: found.metadata)?.tags ?? [])
+            found.metadata = nil
+        }
         var expiry = found.expiry
         if let shared {
             if shared.localCopyMaxAge == .zero { return }
@@ -306,8 +337,17 @@ extension Storage where Value: Sendable {
             for index in 0..<position where takesCopy(index) {
                 let faster = self.tiers[index]
                 do {
-                    try await setBytes(found, expiry: expiry, isCompressible: isCompressible,
-                                       forKey: key.cacheKey, in: faster)
+                    if !tags.isEmpty, let tagging = faster as? any TaggingCacheTier {
+                        // A copy of a tagged value keeps its tags, so a removal by tag finds it.
+                        let (data, expiry, tags) = (found.data, expiry, tags)
+                        try await offload {
+                            try tagging.setValue(data, forKey: key.cacheKey, expiry: expiry, metadata: nil,
+                                                 isCompressible: isCompressible, tags: tags)
+                        }
+                    } else {
+                        try await setBytes(found, expiry: expiry, isCompressible: isCompressible,
+                                           forKey: key.cacheKey, in: faster)
+                    }
                     counters.tier(faster.tierID).promotions.add(1, ordering: .relaxed)
                 } catch {
                     counters.tier(faster.tierID).errors.add(1, ordering: .relaxed)
@@ -315,6 +355,7 @@ extension Storage where Value: Sendable {
             }
             if let cost, memory.setValue(value, forKey: key, cost: cost, expiry: expiry) {
                 counters.memoryPromotions.add(1, ordering: .relaxed)
+                if shared != nil { setMemoryTags(tags, forKey: key) }
             }
         }
     }
@@ -332,13 +373,20 @@ extension Storage where Value: Sendable {
 
     nonisolated(nonsending) func bytes(forKey key: String, in tier: any CacheTier) async throws -> TierEntry? {
         if let local = tier as? any LocalCacheTier { return try await offload { try local.entry(forKey: key) } }
-        return try await tier.entry(forKey: key)
+        return try await currentShared(tier.entry(forKey: key), from: tier)
     }
 
     /// ``bytes(forKey:in:)`` of the tier at `position`, with the cast made at init.
     nonisolated(nonsending) func bytes(forKey key: String, at position: Int) async throws -> TierEntry? {
         if let local = localTierAt[position] { return try await offload { try local.entry(forKey: key) } }
-        return try await tiers[position].entry(forKey: key)
+        return try await currentShared(tiers[position].entry(forKey: key), from: tiers[position])
+    }
+
+    /// `entry` read from `tier`, or `nil` when `tier` is shared and the entry is older than one
+    /// of its invalidation times (see `Storage+Tags.swift`).
+    nonisolated(nonsending) func currentShared(_ entry: TierEntry?, from tier: any CacheTier) async throws -> TierEntry? {
+        guard let entry, tier is any SharedCacheTier else { return entry }
+        return try await isCurrent(entry, in: tier) ? entry : nil
     }
 
     nonisolated(nonsending) func setBytes(

@@ -121,7 +121,11 @@ extension Storage where Value: Sendable {
     ) async throws -> [String: TierEntry] {
         if let batching = tier as? any BatchReadingCacheTier {
             do {
-                return try await batching.entries(forKeys: cacheKeys)
+                var read = try await batching.entries(forKeys: cacheKeys)
+                for (cacheKey, entry) in read {
+                    if try await !isCurrent(entry, in: tier) { read[cacheKey] = nil }
+                }
+                return read
             } catch {
                 counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)
                 failedSharedTiers?.withLock { _ = $0.insert(tier.tierID) }

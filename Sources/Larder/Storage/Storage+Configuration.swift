@@ -133,6 +133,8 @@ extension Storage {
         statistics.loadFailures = counters.loadFailures.load(ordering: .relaxed)
         statistics.refreshesStarted = counters.refreshesStarted.load(ordering: .relaxed)
         statistics.refreshFailures = counters.refreshFailures.load(ordering: .relaxed)
+        statistics.tagRemovals = counters.tagRemovals.load(ordering: .relaxed)
+        statistics.removedByTag = counters.removedByTag.load(ordering: .relaxed)
         let memoryStatistics = memory.statistics
         var memoryFigures = TierStatistics()
         memoryFigures.hits = ownerCounts.hits

@@ -78,7 +78,7 @@ extension Storage where Value: Sendable {
         for (position, tier) in self.tiers.enumerated()
         where sharedTierAt[position] != nil && tiers.contains(tier.tierID) && !skipped.contains(tier.tierID) {
             do {
-                try await tier.setValue(encoded, forKey: staleCopyKey(key), expiry: .date(end), metadata: nil,
+                try await tier.setValue(encoded, forKey: staleCopyKey(key), expiry: .date(end), metadata: sharedMetadata(write),
                                         isCompressible: write.isCompressible)
             } catch {
                 counters.tier(tier.tierID).errors.add(1, ordering: .relaxed)

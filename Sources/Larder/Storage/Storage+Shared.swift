@@ -79,7 +79,7 @@ extension Storage where Value: Sendable {
         for tier in self.tiers where tier is any SharedCacheTier && !untouched.contains(tier.tierID) {
             do {
                 if tiers.contains(tier.tierID), let encoded = write.encoded {
-                    try await tier.setValue(encoded, forKey: key.cacheKey, expiry: expiry, metadata: nil,
+                    try await tier.setValue(encoded, forKey: key.cacheKey, expiry: expiry, metadata: sharedMetadata(write),
                                             isCompressible: write.isCompressible)
                     emit(.written, key.cacheKey, tier.tierID)
                 } else if try await tier.removeValue(forKey: key.cacheKey) {
@@ -179,7 +179,7 @@ extension Storage where Value: Sendable {
             let sharedToken = sharedTurns.token(for: key)
             let read: LeasedRead
             do {
-                read = try await leasing.leasedEntry(forKey: key.cacheKey, leaseDuration: leasing.leaseDuration)
+                read = try await currentLeasedEntry(forKey: key.cacheKey, in: leasing)
             } catch {
                 // Failure is a miss: the loader's value is neither written back to the tier nor
                 // allowed to remove what the fleet shares there.
@@ -222,6 +222,8 @@ extension Storage where Value: Sendable {
     }
 
     func decoded(_ found: TierEntry, from tier: any CacheTier) -> Value? {
+        // A shared value this process knows to be invalidated (see `Storage+Tags.swift`).
+        if tier is any SharedCacheTier, isKnownStale(found, in: tier) { return nil }
         do {
             return try transformer.decode(found.data)
         } catch {
@@ -294,7 +296,8 @@ extension Storage where Value: Sendable {
             guard let encoded = write.encoded else { return }
             let filled: Bool
             do {
-                filled = try await leasing.fill(encoded, forKey: key.cacheKey, lease: lease, expiry: expiry, metadata: nil,
+                filled = try await leasing.fill(encoded, forKey: key.cacheKey, lease: lease, expiry: expiry,
+                                                metadata: self.sharedMetadata(write),
                                                 isCompressible: write.isCompressible)
             } catch {
                 counters.tier(leasing.tierID).errors.add(1, ordering: .relaxed)

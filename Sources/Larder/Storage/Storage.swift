@@ -96,6 +96,10 @@ public final class Storage<Key: CacheKey, Value> {
     /// The stale copies of memory's values, when the storage keeps stale copies
     /// (``LoadOptions/maxStale`` in ``Configuration/loading``); see `Storage+FailSafe.swift`.
     @usableFromInline let staleCopies: MemoryStore<Key, Value>?
+    /// The tags of memory's values (see `Storage+Tags.swift`).
+    @usableFromInline let memoryTags = MemoryTags<Key>()
+    /// The invalidation times of the shared tiers this process knows (see `Storage+Tags.swift`).
+    let sharedInvalidations = SharedInvalidations()
     /// The observers of ``events(bufferSize:)``.
     @usableFromInline let broadcaster: EventBroadcaster
     @usableFromInline let counters: Counters
@@ -449,6 +453,7 @@ public final class Storage<Key: CacheKey, Value> {
         }
         memory.setValue(value, forKey: key, cost: nil, expiry: expiry, forOwner: true)
         if staleCopies != nil { dropStaleCopyInMemory(forKey: key) }
+        if memoryTags.isInUse { dropMemoryTags(forKey: key) }
         if broadcaster.hasObservers { emit(.written, key.cacheKey, .memory) }
     }
 
@@ -479,8 +484,7 @@ public final class Storage<Key: CacheKey, Value> {
             let tier = localTiers[position]
             do {
                 if tiers.contains(tier.tierID), let encoded = write.encoded {
-                    try tier.setValue(encoded, forKey: cacheKey, expiry: expiry, metadata: nil,
-                                      isCompressible: write.isCompressible)
+                    try setLocalBytes(write, encoded, forKey: cacheKey, expiry: expiry, in: tier)
                     emit(.written, cacheKey, tier.tierID)
                 } else if try tier.removeValue(forKey: cacheKey) {
                     emit(.removed, cacheKey, tier.tierID)
@@ -494,8 +498,10 @@ public final class Storage<Key: CacheKey, Value> {
         }
         if let cost = write.cost {
             if memory.setValue(value, forKey: key, cost: cost, expiry: expiry) { emit(.written, cacheKey, .memory) }
-        } else if memory.removeValue(forKey: key) {
-            emit(.removed, cacheKey, .memory)
+            setMemoryTags(write.tags, forKey: key)
+        } else {
+            if memory.removeValue(forKey: key) { emit(.removed, cacheKey, .memory) }
+            dropMemoryTags(forKey: key)
         }
         dropStaleCopyInMemory(forKey: key)
     }
@@ -506,6 +512,8 @@ public final class Storage<Key: CacheKey, Value> {
         var encoded: Data?
         var isCompressible: Bool
         var cost: Int?
+        /// The value's tags (see `Storage+Tags.swift`).
+        var tags: Set<String> = []
     }
 
     func prepareWrite(_ value: Value, expiry: Expiry?, tiers: StorageTiers) throws -> PreparedWrite {
@@ -534,6 +542,7 @@ public final class Storage<Key: CacheKey, Value> {
         }
         memory.removeValue(forKey: key)
         dropStaleCopyInMemory(forKey: key)
+        dropMemoryTags(forKey: key)
     }
 
     /// Removes the value for `key` from `tiers`, slowest first.
@@ -559,6 +568,7 @@ public final class Storage<Key: CacheKey, Value> {
                     emit(.removed, key.cacheKey, .memory)
                 }
                 dropStaleCopyInMemory(forKey: key)
+                dropMemoryTags(forKey: key)
             }
             return removed
         }
@@ -584,6 +594,7 @@ public final class Storage<Key: CacheKey, Value> {
             counts[.memory] = memory.totalCount
             memory.removeAll()
             staleCopies?.removeAll()
+            memoryTags.removeAll()
         }
         return counts
     }

@@ -43,6 +43,8 @@ public struct StorageEvent: Sendable, Hashable, CustomStringConvertible {
         /// A background refresh (ahead of expiry, or after a soft timeout) failed; the old
         /// value stays.
         public static let refreshFailed = Kind("refreshFailed")
+        /// ``Storage/removeValues(taggedWith:tiers:)-(_,_)`` removed the value from the tier.
+        public static let removedByTag = Kind("removedByTag")
 
         public var description: String { name }
     }

@@ -36,6 +36,11 @@ public struct StorageStatistics: Sendable, Hashable {
     /// Background refreshes whose loader threw or whose value was not stored; the old value
     /// stays.
     public var refreshFailures = 0
+    /// Calls of ``Storage/removeValues(taggedWith:tiers:)-(_,_)``.
+    public var tagRemovals = 0
+    /// Values those calls removed, counting each tier's copy (shared tiers, which invalidate
+    /// by time, report none).
+    public var removedByTag = 0
 
     /// The figures of `tier`; zero for a tier the storage does not have.
     public subscript(tier: StorageTier) -> TierStatistics {
