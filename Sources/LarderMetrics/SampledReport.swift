@@ -1,0 +1,47 @@
+#if Metrics
+import CoreMetrics
+#if ServiceLifecycle
+import ServiceLifecycle
+#endif
+
+/// The counters and gauges of one reporter of a remote tier's statistics, and the sample last
+/// reported: each report adds every counter's growth since then and sets every gauge.
+struct SampledCounters<Statistics> {
+    private var previous: Statistics
+    private let counters: [(Counter, KeyPath<Statistics, Int>)]
+    private let gauges: [(Gauge, KeyPath<Statistics, Int>)]
+
+    /// A reporter of `counters` and `gauges`; its first report adds everything above `zero`.
+    init(zero: Statistics, counters: [(Counter, KeyPath<Statistics, Int>)], gauges: [(Gauge, KeyPath<Statistics, Int>)]) {
+        previous = zero
+        self.counters = counters
+        self.gauges = gauges
+    }
+
+    mutating func report(_ statistics: Statistics) {
+        for (counter, field) in counters where statistics[keyPath: field] > previous[keyPath: field] {
+            counter.increment(by: statistics[keyPath: field] - previous[keyPath: field])
+        }
+        for (gauge, field) in gauges { gauge.record(statistics[keyPath: field]) }
+        previous = statistics
+    }
+}
+
+/// Calls `report` every `interval` until the task is cancelled (or, with the trait
+/// `ServiceLifecycle`, until its service group shuts down gracefully), then once more, so the
+/// last increments before a shutdown are not lost: the `run()` of every reporter.
+func reportUntilCancelled(every interval: Duration, _ report: @escaping @Sendable () -> Void) async {
+    let reportPeriodically: @Sendable () async -> Void = {
+        while !Task.isCancelled {
+            report()
+            try? await Task.sleep(for: interval)
+        }
+    }
+    #if ServiceLifecycle
+    await cancelWhenGracefulShutdown(reportPeriodically)
+    #else
+    await reportPeriodically()
+    #endif
+    report()
+}
+#endif
