@@ -44,23 +44,9 @@ public final class MemcachedMetrics: Sendable {
         self.label = label
         self.interval = interval
         self.sample = { store.statistics }
-        func counter(_ name: String, _ extra: [(String, String)] = []) -> Counter {
-            Counter(label: name, dimensions: [("store", label)] + extra, factory: factory)
-        }
         state = Mutex(SampledCounters(
             zero: MemcachedStore.Statistics(),
-            counters: [
-                (counter(Name.errors), \.errors),
-                (counter(Name.timeouts), \.timeouts),
-                (counter(Name.rejectedValues), \.rejectedValues),
-                (counter(Name.oversizedValues), \.oversizedValues),
-                (counter(Name.leases, [("outcome", "won")]), \.leaseWins),
-                (counter(Name.leases, [("outcome", "waited")]), \.leaseWaits),
-                (counter(Name.leases, [("outcome", "refused")]), \.rejectedFills),
-                (counter(Name.staleServed), \.staleServes),
-                (counter(Name.breakerOpens), \.breakerOpens),
-                (counter(Name.breakerRejections), \.breakerRejections),
-            ],
+            counters: MemcachedStore.Statistics.sharedCounters(system: "memcached", label: label, factory: factory),
             gauges: [
                 (Gauge(label: Name.pendingRecoveryDeletes, dimensions: [("store", label)], factory: factory), \.pendingRecoveryDeletes),
             ]))
@@ -87,6 +73,8 @@ public final class MemcachedMetrics: Sendable {
 /// With the trait `ServiceLifecycle`, a reporter runs in a `ServiceGroup` as it is.
 extension MemcachedMetrics: Service {}
 #endif
+
+extension MemcachedStore.Statistics: SharedTierCounts {}
 
 extension MemcachedMetrics {
     /// The names of the metrics this reporter makes (see the "Metrics reference" article).

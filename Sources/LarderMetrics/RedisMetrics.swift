@@ -52,17 +52,7 @@ public final class RedisMetrics: Sendable {
         }
         state = Mutex(SampledCounters(
             zero: RedisStore.Statistics(),
-            counters: [
-                (counter(Name.errors), \.errors),
-                (counter(Name.timeouts), \.timeouts),
-                (counter(Name.rejectedValues), \.rejectedValues),
-                (counter(Name.oversizedValues), \.oversizedValues),
-                (counter(Name.leases, [("outcome", "won")]), \.leaseWins),
-                (counter(Name.leases, [("outcome", "waited")]), \.leaseWaits),
-                (counter(Name.leases, [("outcome", "refused")]), \.rejectedFills),
-                (counter(Name.staleServed), \.staleServes),
-                (counter(Name.breakerOpens), \.breakerOpens),
-                (counter(Name.breakerRejections), \.breakerRejections),
+            counters: RedisStore.Statistics.sharedCounters(system: "redis", label: label, factory: factory) + [
                 (counter(Name.invalidationsReceived), \.invalidationsReceived),
                 (counter(Name.localCopyResets), \.localCopyResets),
                 (counter(Name.trackingSubscriptions), \.trackingSubscriptions),
@@ -91,6 +81,8 @@ public final class RedisMetrics: Sendable {
 /// With the trait `ServiceLifecycle`, a reporter runs in a `ServiceGroup` as it is.
 extension RedisMetrics: Service {}
 #endif
+
+extension RedisStore.Statistics: SharedTierCounts {}
 
 extension RedisMetrics {
     /// The names of the metrics this reporter makes (see the "Metrics reference" article).

@@ -45,3 +45,41 @@ func reportUntilCancelled(every interval: Duration, _ report: @escaping @Sendabl
     report()
 }
 #endif
+
+#if Metrics && (Memcached || Redis)
+/// The counters memcached's and Redis's tiers both keep, reported by ``MemcachedMetrics`` and
+/// ``RedisMetrics`` under the same names but for the system (`larder_<system>_errors_total`…).
+protocol SharedTierCounts {
+    var errors: Int { get }
+    var timeouts: Int { get }
+    var rejectedValues: Int { get }
+    var oversizedValues: Int { get }
+    var leaseWins: Int { get }
+    var leaseWaits: Int { get }
+    var rejectedFills: Int { get }
+    var staleServes: Int { get }
+    var breakerOpens: Int { get }
+    var breakerRejections: Int { get }
+}
+
+extension SharedTierCounts {
+    /// The counters of those figures for a reporter of `system`'s tier, dimension `store`.
+    static func sharedCounters(system: String, label: String, factory: any MetricsFactory) -> [(Counter, KeyPath<Self, Int>)] {
+        func counter(_ name: String, _ extra: [(String, String)] = []) -> Counter {
+            Counter(label: "larder_\(system)_\(name)", dimensions: [("store", label)] + extra, factory: factory)
+        }
+        return [
+            (counter("errors_total"), \.errors),
+            (counter("timeouts_total"), \.timeouts),
+            (counter("rejected_values_total"), \.rejectedValues),
+            (counter("oversized_values_total"), \.oversizedValues),
+            (counter("leases_total", [("outcome", "won")]), \.leaseWins),
+            (counter("leases_total", [("outcome", "waited")]), \.leaseWaits),
+            (counter("leases_total", [("outcome", "refused")]), \.rejectedFills),
+            (counter("stale_served_total"), \.staleServes),
+            (counter("breaker_opens_total"), \.breakerOpens),
+            (counter("breaker_rejections_total"), \.breakerRejections),
+        ]
+    }
+}
+#endif

@@ -239,6 +239,7 @@ struct LarderToolTests {
         #expect(Set(stats.keys) == [
             "directory", "entries", "live_entries", "expired_entries", "stored_bytes", "original_bytes",
             "inline_entries", "file_entries", "gzip_entries", "index_bytes", "oldest_access", "newest_access",
+            "hits", "misses", "evictions", "size_limit",
         ])
         #expect(stats["directory"] as? String == cache.path)
         #expect(stats["entries"] as? Int == 3)
@@ -251,6 +252,8 @@ struct LarderToolTests {
         #expect(stats["gzip_entries"] as? Int == 1)
         #expect((stats["index_bytes"] as? Int ?? 0) > 0)
         #expect(stats["oldest_access"] is String)
+        #expect(stats["hits"] as? Int == 0 && stats["misses"] as? Int == 0 && stats["evictions"] as? Int == 0)
+        #expect(stats["size_limit"] is NSNull)  // the tool writes without a limit
         // And the text form names the same numbers
         let text = try succeed("stats").output
         #expect(text.contains("3 live"))
