@@ -28,7 +28,7 @@ struct RedisTracingTests {
             let remote = try Self.store(port: server.port, tracer: tracer)
 
             // When a key is written, read, and a missing key is read
-            try await remote.setValue(Data("v".utf8), forKey: "k", expiry: .seconds(60), metadata: nil, isCompressible: false)
+            try await remote.setValue(Data("v".utf8), forKey: "k", expiry: .seconds(3_600), metadata: nil, isCompressible: false)
             #expect(try await remote.entry(forKey: "k")?.data == Data("v".utf8))
             #expect(try await remote.entry(forKey: "missing") == nil)
 
