@@ -25,6 +25,8 @@ let package = Package(
         // Operations: build only with their trait on (`--traits Metrics`, `--traits ServiceLifecycle`).
         .library(name: "LarderMetrics", targets: ["LarderMetrics"]),
         .library(name: "LarderServiceLifecycle", targets: ["LarderServiceLifecycle"]),
+        // Trait `Tracing`: spans of loads and remote commands (`--traits Tracing`).
+        .library(name: "LarderTracing", targets: ["LarderTracing"]),
     ],
     traits: [
         .trait(name: "Memcached", description: "LarderMemcached: a remote tier on memcached (needs swift-nio)."),
@@ -35,6 +37,9 @@ let package = Package(
         .trait(
             name: "ServiceLifecycle",
             description: "LarderServiceLifecycle: a storage as a swift-service-lifecycle Service that closes it on graceful shutdown."),
+        .trait(
+            name: "Tracing",
+            description: "LarderTracing: spans of loads and remote commands through apple/swift-distributed-tracing."),
         .default(enabledTraits: []),
     ],
     dependencies: [
@@ -51,6 +56,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.36.0"),
         // Trait `Metrics` only.
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // Trait `Tracing` only.
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
         // The example apps' `/metrics` page, with traits `Metrics` and the app's framework.
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
@@ -224,6 +231,10 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Memcached"])),
                 .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Memcached"])),
                 .product(name: "NIOEmbedded", package: "swift-nio", condition: .when(traits: ["Memcached"])),
+                // Spans of the tier's commands (both traits on).
+                .target(name: "LarderTracing", condition: .when(traits: ["Tracing"])),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing", condition: .when(traits: ["Tracing"])),
+                .product(name: "Tracing", package: "swift-distributed-tracing", condition: .when(traits: ["Tracing"])),
             ],
             swiftSettings: strictSettings
         ),
@@ -257,6 +268,10 @@ let package = Package(
                 .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"])),
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Redis"])),
                 .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Redis"])),
+                // Spans of the tier's commands (both traits on).
+                .target(name: "LarderTracing", condition: .when(traits: ["Tracing"])),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing", condition: .when(traits: ["Tracing"])),
+                .product(name: "Tracing", package: "swift-distributed-tracing", condition: .when(traits: ["Tracing"])),
             ],
             swiftSettings: strictSettings
         ),
@@ -325,6 +340,7 @@ let package = Package(
                     condition: .when(traits: ["ServiceLifecycle"])
                 ),
                 .target(name: "LarderMemcached", condition: .when(traits: ["Memcached"])),
+                .target(name: "LarderRedis", condition: .when(traits: ["Redis"])),
             ],
             swiftSettings: strictSettings
         ),
@@ -342,6 +358,7 @@ let package = Package(
                 ),
                 .product(name: "Logging", package: "swift-log", condition: .when(traits: ["ServiceLifecycle"])),
                 .target(name: "LarderMemcached", condition: .when(traits: ["Memcached"])),
+                .target(name: "LarderRedis", condition: .when(traits: ["Redis"])),
             ],
             swiftSettings: strictSettings
         ),
@@ -388,6 +405,25 @@ let package = Package(
                     condition: .when(traits: ["ServiceLifecycle"])
                 ),
                 .product(name: "Logging", package: "swift-log", condition: .when(traits: ["ServiceLifecycle"])),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // Trait `Tracing`: spans of loads and remote commands (sources are `#if Tracing`).
+        .target(
+            name: "LarderTracing",
+            dependencies: [
+                "Larder",
+                .product(name: "Tracing", package: "swift-distributed-tracing", condition: .when(traits: ["Tracing"])),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "LarderTracingTests",
+            dependencies: [
+                "LarderTracing",
+                "Larder",
+                .product(name: "Tracing", package: "swift-distributed-tracing", condition: .when(traits: ["Tracing"])),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing", condition: .when(traits: ["Tracing"])),
             ],
             swiftSettings: strictSettings
         ),

@@ -141,6 +141,9 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
         public var eventLoopGroup: (any EventLoopGroup)?
         /// The clock the envelope's expiry and the TTL mapping use. Defaults to `Date()`.
         public var now: @Sendable () -> Date
+        /// Watches each command sent to a server (a span, a duration), for example
+        /// LarderTracing's `OperationTracer`. Defaults to `nil`: a command pays one check.
+        public var observer: (any OperationObserver)? = nil
 
         /// A configuration for one server, with a default for every setting.
         public init(
@@ -287,7 +290,7 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
                     deadline: TimeAmount(configuration.deadline),
                     reconnectBackoff: (TimeAmount(configuration.reconnectBackoff.initial), TimeAmount(configuration.reconnectBackoff.maximum)),
                     breakerThreshold: configuration.breakerThreshold, breakerCooldown: TimeAmount(configuration.breakerCooldown),
-                    maxValueLength: max(configuration.maxItemSize, 1 << 20) * 2),
+                    maxValueLength: max(configuration.maxItemSize, 1 << 20) * 2, observer: configuration.observer),
                 group: group)
         }
     }

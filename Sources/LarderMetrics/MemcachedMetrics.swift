@@ -26,8 +26,7 @@ public final class MemcachedMetrics: Sendable {
     public let interval: Duration
 
     private let sample: @Sendable () -> MemcachedStore.Statistics
-    private let factory: any MetricsFactory
-    private let state = Mutex(MemcachedReportState())
+    private let state: Mutex<SampledCounters<MemcachedStore.Statistics>>
 
     /// Creates a reporter for `store`; it reports nothing until ``report()`` or ``run()``.
     ///
@@ -41,10 +40,16 @@ public final class MemcachedMetrics: Sendable {
         factory: any MetricsFactory = MetricsSystem.factory
     ) {
         precondition(interval > .zero, "MemcachedMetrics interval must be positive, got \(interval)")
-        self.label = label ?? store.tierID.name
+        let label = label ?? store.tierID.name
+        self.label = label
         self.interval = interval
-        self.factory = factory
         self.sample = { store.statistics }
+        state = Mutex(SampledCounters(
+            zero: MemcachedStore.Statistics(),
+            counters: MemcachedStore.Statistics.sharedCounters(system: "memcached", label: label, factory: factory),
+            gauges: [
+                (Gauge(label: Name.pendingRecoveryDeletes, dimensions: [("store", label)], factory: factory), \.pendingRecoveryDeletes),
+            ]))
     }
 
     /// Reads the store's counters once and reports what each grew by since the previous report,
@@ -52,9 +57,7 @@ public final class MemcachedMetrics: Sendable {
     ///
     /// Safe to call from any thread; reports are serialized, so every increment is reported once.
     public func report() {
-        state.withLock { state in
-            state.report(sample(), label: label, factory: factory)
-        }
+        state.withLock { $0.report(sample()) }
     }
 
     /// Reports every ``interval`` until the task is cancelled (or its service group shuts down
@@ -62,19 +65,7 @@ public final class MemcachedMetrics: Sendable {
     ///
     /// - Throws: Nothing today; `throws` leaves room for a backend that can fail.
     public func run() async throws {
-        #if ServiceLifecycle
-        await cancelWhenGracefulShutdown { await self.reportPeriodically() }
-        #else
-        await reportPeriodically()
-        #endif
-        report()
-    }
-
-    private func reportPeriodically() async {
-        while !Task.isCancelled {
-            report()
-            try? await Task.sleep(for: interval)
-        }
+        await reportUntilCancelled(every: interval) { self.report() }
     }
 }
 
@@ -82,6 +73,8 @@ public final class MemcachedMetrics: Sendable {
 /// With the trait `ServiceLifecycle`, a reporter runs in a `ServiceGroup` as it is.
 extension MemcachedMetrics: Service {}
 #endif
+
+extension MemcachedStore.Statistics: SharedTierCounts {}
 
 extension MemcachedMetrics {
     /// The names of the metrics this reporter makes (see the "Metrics reference" article).
@@ -109,37 +102,4 @@ extension MemcachedMetrics {
     }
 }
 
-/// The counters made so far and the statistics last reported; guarded by the reporter's mutex.
-private struct MemcachedReportState {
-    var previous = MemcachedStore.Statistics()
-    var counters: [(Counter, KeyPath<MemcachedStore.Statistics, Int>)] = []
-    var pending: Gauge?
-
-    mutating func report(_ statistics: MemcachedStore.Statistics, label: String, factory: any MetricsFactory) {
-        if counters.isEmpty {
-            func counter(_ name: String, _ extra: [(String, String)] = []) -> Counter {
-                Counter(label: name, dimensions: [("store", label)] + extra, factory: factory)
-            }
-            typealias Name = MemcachedMetrics.Name
-            counters = [
-                (counter(Name.errors), \.errors),
-                (counter(Name.timeouts), \.timeouts),
-                (counter(Name.rejectedValues), \.rejectedValues),
-                (counter(Name.oversizedValues), \.oversizedValues),
-                (counter(Name.leases, [("outcome", "won")]), \.leaseWins),
-                (counter(Name.leases, [("outcome", "waited")]), \.leaseWaits),
-                (counter(Name.leases, [("outcome", "refused")]), \.rejectedFills),
-                (counter(Name.staleServed), \.staleServes),
-                (counter(Name.breakerOpens), \.breakerOpens),
-                (counter(Name.breakerRejections), \.breakerRejections),
-            ]
-            pending = Gauge(label: Name.pendingRecoveryDeletes, dimensions: [("store", label)], factory: factory)
-        }
-        for (counter, field) in counters where statistics[keyPath: field] > previous[keyPath: field] {
-            counter.increment(by: statistics[keyPath: field] - previous[keyPath: field])
-        }
-        pending?.record(statistics.pendingRecoveryDeletes)
-        previous = statistics
-    }
-}
 #endif

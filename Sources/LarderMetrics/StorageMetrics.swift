@@ -92,19 +92,7 @@ public final class StorageMetrics: Sendable {
     ///
     /// - Throws: Nothing today; `throws` leaves room for a backend that can fail.
     public func run() async throws {
-        #if ServiceLifecycle
-        await cancelWhenGracefulShutdown { await self.reportPeriodically() }
-        #else
-        await reportPeriodically()
-        #endif
-        report()
-    }
-
-    private func reportPeriodically() async {
-        while !Task.isCancelled {
-            report()
-            try? await Task.sleep(for: interval)
-        }
+        await reportUntilCancelled(every: interval) { self.report() }
     }
 }
 

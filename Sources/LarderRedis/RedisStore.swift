@@ -122,6 +122,9 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
         public var eventLoopGroup: (any EventLoopGroup)?
         /// The clock the envelope's expiry and the TTL mapping use. Defaults to `Date()`.
         public var now: @Sendable () -> Date
+        /// Watches each round trip to the server (a span, a duration), for example
+        /// LarderTracing's `OperationTracer`. Defaults to `nil`: a round trip pays one check.
+        public var observer: (any OperationObserver)? = nil
 
         /// A configuration with a default for every setting.
         public init(
@@ -276,7 +279,8 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
             deadline: TimeAmount(configuration.deadline),
             reconnectBackoff: (TimeAmount(configuration.reconnectBackoff.initial), TimeAmount(configuration.reconnectBackoff.maximum)),
             breakerThreshold: configuration.breakerThreshold, breakerCooldown: TimeAmount(configuration.breakerCooldown),
-            maxBulkLength: max(configuration.maxItemSize, 1 << 20) * 2, handshake: handshake, tls: tls)
+            maxBulkLength: max(configuration.maxItemSize, 1 << 20) * 2, handshake: handshake, tls: tls,
+            observer: configuration.observer)
         let cluster = configuration.clusterSeeds.isEmpty ? nil : RedisCluster(
             settings: .init(seeds: configuration.clusterSeeds, pool: poolSettings, refreshGap: .milliseconds(100),
                             refreshInterval: configuration.clusterRefreshInterval, maxRedirections: 5),

@@ -5,7 +5,7 @@ import LarderMetrics
 import MetricsTestKit
 import Testing
 
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(10)))
 struct MemcachedMetricsTests {
     @Test func reportsTheStoresOwnCountersWhenItsServerIsUnreachable() async throws {
         // Given a memcached tier whose only server refuses connections (nothing listens on

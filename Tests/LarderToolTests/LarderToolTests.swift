@@ -239,6 +239,7 @@ struct LarderToolTests {
         #expect(Set(stats.keys) == [
             "directory", "entries", "live_entries", "expired_entries", "stored_bytes", "original_bytes",
             "inline_entries", "file_entries", "gzip_entries", "index_bytes", "oldest_access", "newest_access",
+            "hits", "misses", "evictions", "size_limit",
         ])
         #expect(stats["directory"] as? String == cache.path)
         #expect(stats["entries"] as? Int == 3)
@@ -251,6 +252,8 @@ struct LarderToolTests {
         #expect(stats["gzip_entries"] as? Int == 1)
         #expect((stats["index_bytes"] as? Int ?? 0) > 0)
         #expect(stats["oldest_access"] is String)
+        #expect(stats["hits"] as? Int == 0 && stats["misses"] as? Int == 0 && stats["evictions"] as? Int == 0)
+        #expect(stats["size_limit"] is NSNull)  // the tool writes without a limit
         // And the text form names the same numbers
         let text = try succeed("stats").output
         #expect(text.contains("3 live"))
@@ -303,6 +306,61 @@ struct LarderToolTests {
         #expect(text.count == 1 + 3 + 1)
         #expect(text.first?.hasPrefix("KEY") == true)
         #expect(text.last == "(3 of 5 entries shown)")
+    }
+
+    // MARK: - stats --watch
+
+    @Test func statsWatchRedrawsInPlaceOnATerminalAndPrintsLinesIntoAPipe() throws {
+        // Given a cache where other processes read two hits and a miss, and a trim evicted one
+        try succeed("set", "a", input: Data("1".utf8))
+        try succeed("set", "b", input: Data("2".utf8))
+        try succeed("get", "a")
+        try succeed("get", "a")
+        #expect(try larder("get", "missing").status != 0)
+        try succeed("trim", "--count", "1")
+
+        // When the cache is watched into a pipe, twice
+        let piped = try succeed("stats", "--watch", "--interval", "0.1", "--refreshes", "2")
+
+        // Then each refresh is one line of the directory's counts, with no terminal codes
+        let lines = piped.output.split(separator: "\n").map(String.init)
+        #expect(lines.count == 2)
+        for line in lines {
+            #expect(line.contains(" hits=2 misses=1 hit_ratio=0.6667 entries=1 "), "\(line)")
+            #expect(line.hasSuffix(" evictions=1"), "\(line)")
+        }
+        #expect(!piped.output.contains("\u{1B}"))
+
+        // When it is watched on a pseudo-terminal (util-linux's `script`), three times
+        let command = "'\(try LarderProcess.executableURL.path)' stats --watch --interval 0.1 --refreshes 3"
+        var environment = ProcessInfo.processInfo.environment
+        environment["LARDER_DIRECTORY"] = cache.path
+        let terminal = try LarderProcess.run(
+            ["-q", "-e", "-c", command, "/dev/null"], environment: environment, executable: "/usr/bin/script")
+
+        // Then the view is drawn once and redrawn in place twice (the cursor goes back up over
+        // its five lines), with the hit ratio and the evictions
+        try #require(terminal.status == 0, "\(terminal)")
+        #expect(terminal.output.components(separatedBy: "\u{1B}[5A").count - 1 == 2, "\(terminal.output)")
+        #expect(terminal.output.contains("66.7% (2 hits, 1 misses)"), "\(terminal.output)")
+        #expect(terminal.output.contains("Evictions"))
+
+        // And plain `stats --json` reports the same counts
+        let stats = try jsonObject("stats", "--json")
+        #expect(stats["hits"] as? Int == 2 && stats["misses"] as? Int == 1 && stats["evictions"] as? Int == 1)
+    }
+
+    @Test func statsWatchRefusesABadInterval() throws {
+        // Given a cache
+        try succeed("set", "a", input: Data("1".utf8))
+
+        // When the interval is zero, or --watch is combined with --json
+        let zero = try larder("stats", "--watch", "--interval", "0")
+        let both = try larder("stats", "--watch", "--json")
+
+        // Then each is refused with a message naming the option
+        #expect(zero.status != 0 && zero.errors.contains("--interval"), "\(zero)")
+        #expect(both.status != 0 && both.errors.contains("--watch"), "\(both)")
     }
 
     // MARK: - trim

@@ -130,6 +130,7 @@ extension DiskStore {
     ) throws -> [String] {
         var totals = try index.totals()
         var obsolete: [String] = []
+        let evictionsBefore = state.statistics.evictions
         func isOver() -> Bool { totals.count > targetCount || totals.size > targetSize || totals.charge > targetCharge }
         // Rows stored inline free pages as blob rows do: give them back either way.
         let countBefore = totals.count
@@ -174,6 +175,7 @@ extension DiskStore {
             // rather than loop; the limits are met again by the next write.
             guard deletedAny else { break }
         }
+        try DirectoryCounts.add(state.statistics.evictions - evictionsBefore, to: DiskStore.MetaName.evictions, in: index)
         return obsolete
     }
 }

@@ -40,6 +40,7 @@ extension DiskStore {
                 return result
             }
             if transaction.numberedLoggedReads { accessLog.endWrite(committed: true) }
+            if let counts = transaction.writtenCounts { directoryCounts.committed(counts) }
             return result
         } catch {
             if transaction.numberedLoggedReads { accessLog.endWrite(committed: false) }
@@ -136,6 +137,8 @@ final class WriteTransaction {
     private var log: AccessLog { store.accessLog }
     /// Whether this transaction gave logged reads sequence numbers (kept only if it commits).
     fileprivate private(set) var numberedLoggedReads = false
+    /// The directory counts this transaction added (marked written only if it commits).
+    fileprivate private(set) var writtenCounts: DirectoryCounts.Written?
 
     fileprivate init(index: DiskIndex, store: DiskStore) {
         self.index = index
@@ -182,11 +185,14 @@ final class WriteTransaction {
     }
 
     private func drain(reserving: Int64) throws -> Int64 {
-        try log.drain { due in
+        let sequence = try log.drain { due in
             let sequence = try store.policy.recordReads(
                 due.accesses, sequences: due.sequences, index: index, reserving: reserving)
             try index.extendLifetimes(due.extensions)
             return sequence
         }
+        let (hits, misses) = log.counts
+        writtenCounts = try store.directoryCounts.add(hits: hits, misses: misses, sizeLimit: store.sizeLimit, to: index) ?? writtenCounts
+        return sequence
     }
 }

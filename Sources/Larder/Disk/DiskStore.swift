@@ -66,6 +66,8 @@ public final class DiskStore: Sendable {
     let readers: ReaderPool
     /// Hits and misses, and the reads waiting to be written into the index.
     let accessLog: AccessLog
+    /// What this store has added to the directory's counts in the index.
+    let directoryCounts = DirectoryCounts()
     /// Where the storage that created the store hears of evictions and expirations.
     let removals: RemovalReporter<String>?
     /// The limits in force: the configuration's until ``setLimits(countLimit:sizeLimit:)``

@@ -50,6 +50,9 @@ extension Storage {
         /// only for a directory this storage alone writes to: memory may then serve values
         /// other stores have since replaced or removed.
         public var followsDirectory: Bool
+        /// Watches each get-or-load loader run (a span, a duration), for example LarderTracing's
+        /// `OperationTracer`. Defaults to `nil`: nothing is watched, and a load pays one check.
+        public var observer: (any OperationObserver)? = nil
 
         /// Creates a configuration; every parameter has the documented default.
         public init(

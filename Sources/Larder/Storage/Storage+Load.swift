@@ -202,7 +202,7 @@ extension Storage where Value: Sendable {
         let timed: @Sendable (Key) async throws -> Value = { key in
             let started = ContinuousClock.now
             do {
-                let value = try await loader(key)
+                let value = try await self.observedLoad(key, loader)
                 self.loadDurations.record(ContinuousClock.now - started, for: key)
                 return value
             } catch {

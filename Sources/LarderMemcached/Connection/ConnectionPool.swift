@@ -28,6 +28,7 @@ final class ConnectionPool: Sendable {
         var breakerThreshold: Int
         var breakerCooldown: TimeAmount
         var maxValueLength: Int
+        var observer: (any OperationObserver)? = nil
     }
 
     private enum Slot {
@@ -77,7 +78,7 @@ final class ConnectionPool: Sendable {
     ///
     /// - Throws: ``MemcachedError`` (`.breakerOpen`, `.timeout`, `.connection`, `.closed`,
     ///   `.protocolViolation`).
-    nonisolated(nonsending) func send(_ command: MetaCommand) async throws -> MetaResponse {
+    nonisolated(nonsending) func sendUnobserved(_ command: MetaCommand) async throws -> MetaResponse {
         guard !isClosed.load(ordering: .relaxed) else { throw MemcachedError(.closed, "the store is closed") }
         try admit()
         let deadline = NIODeadline.now() + settings.deadline
@@ -110,7 +111,7 @@ final class ConnectionPool: Sendable {
     /// Sends `commands` back to back on one connection, flushed once, and returns their replies
     /// in order (a quiet command's suppressed reply is settled by a later one; end a quiet
     /// batch with `mn`).
-    nonisolated(nonsending) func sendBatch(_ commands: [MetaCommand]) async throws -> [MetaResponse] {
+    nonisolated(nonsending) func sendBatchUnobserved(_ commands: [MetaCommand]) async throws -> [MetaResponse] {
         guard !isClosed.load(ordering: .relaxed) else { throw MemcachedError(.closed, "the store is closed") }
         guard !commands.isEmpty else { return [] }
         try admit()

@@ -25,6 +25,7 @@ final class RedisConnectionPool: Sendable {
         var maxBulkLength: Int
         var handshake: Handshake
         var tls: TLSClient?
+        var observer: (any OperationObserver)? = nil
     }
 
     private enum Slot {
@@ -62,7 +63,7 @@ final class RedisConnectionPool: Sendable {
     ///
     /// - Throws: ``RedisError`` (`.breakerOpen`, `.timeout`, `.connection`, `.closed`,
     ///   `.authentication`, `.protocolViolation`).
-    func send(_ commands: [[RESPArgument]]) async throws -> [RESPValue] {
+    func sendUnobserved(_ commands: [[RESPArgument]]) async throws -> [RESPValue] {
         guard !isClosed.load(ordering: .relaxed) else { throw RedisError(.closed, "the store is closed") }
         try admit()
         let deadline = NIODeadline.now() + settings.deadline

@@ -21,6 +21,17 @@ struct StatsCommand: ParsableCommand {
               index_bytes      size of the index and its WAL
               oldest_access    least recent access of a live entry, or null
               newest_access    most recent access of a live entry, or null
+              hits             reads that found a value, by every process on the cache
+              misses           reads that found nothing, by every process on the cache
+              evictions        entries removed by the size and count limits
+              size_limit       the size limit of the application using the cache, or null
+
+            Hits, misses and evictions are written into the index by each process with its
+            access order: a reading process's counts arrive a few seconds late.
+
+            With --watch, shows the hit ratio, size against the limit and evictions every
+            --interval seconds until interrupted (or --refreshes times): redrawn in place on a
+            terminal, one line of key=value pairs per refresh otherwise.
             """)
 
     @OptionGroup var cache: CacheOptions
@@ -28,9 +39,30 @@ struct StatsCommand: ParsableCommand {
     @Flag(help: "Print JSON (keys documented above).")
     var json = false
 
+    @Flag(help: "Keep showing the hit ratio, size and evictions (see above).")
+    var watch = false
+
+    @Option(help: ArgumentHelp("Seconds between two refreshes of --watch.", valueName: "seconds"))
+    var interval: Double = 2
+
+    @Option(help: ArgumentHelp("Stop --watch after this many refreshes.", valueName: "n"))
+    var refreshes: Int?
+
+    func validate() throws {
+        guard interval.isFinite, interval >= 0.05, interval <= 86_400 else {
+            throw ValidationError("--interval must be between 0.05 and 86400 seconds, got \(interval)")
+        }
+        if let refreshes, refreshes < 1 { throw ValidationError("--refreshes must be at least 1, got \(refreshes)") }
+        if watch, json { throw ValidationError("--watch and --json cannot be used together") }
+    }
+
     func run() throws {
         let store = try cache.openStore(.existing)
         defer { store.close() }
+        if watch {
+            try StatsWatch(store: store, interval: interval, refreshes: refreshes, isTerminal: isatty(STDOUT_FILENO) == 1).run()
+            return
+        }
         let summary = try CacheSummary(store: store)
         if json {
             try printJSON(summary.json)
@@ -53,6 +85,8 @@ struct CacheSummary {
     var indexBytes = 0
     var oldestAccess: Date?
     var newestAccess: Date?
+    /// The hits, misses and evictions every process wrote into the index.
+    var counts: DiskStore.DirectoryStatistics
 
     var expiredEntries: Int { max(0, entries - liveEntries) }
 
@@ -70,6 +104,7 @@ struct CacheSummary {
             newestAccess = max(newestAccess ?? entry.accessDate, entry.accessDate)
         }
         indexBytes = store.indexFileSize
+        counts = try store.directoryStatistics()
     }
 
     var json: [String: Any] {
@@ -86,6 +121,10 @@ struct CacheSummary {
             "index_bytes": indexBytes,
             "oldest_access": jsonOrNull(oldestAccess.map(formatTimestamp)),
             "newest_access": jsonOrNull(newestAccess.map(formatTimestamp)),
+            "hits": counts.hits,
+            "misses": counts.misses,
+            "evictions": counts.evictions,
+            "size_limit": jsonOrNull(counts.sizeLimit),
         ]
     }
 
@@ -107,6 +146,9 @@ struct CacheSummary {
         if let oldestAccess, let newestAccess {
             table.append("Accessed", "\(formatRelative(newestAccess)) (newest), \(formatRelative(oldestAccess)) (oldest)")
         }
+        let reads = "\(formatCount(counts.hits)) hits, \(formatCount(counts.misses)) misses"
+        table.append("Hit ratio", "\(StatsWatch.ratio(hits: counts.hits, misses: counts.misses)) (\(reads))")
+        table.append("Evictions", formatCount(counts.evictions))
         table.print()
     }
 }

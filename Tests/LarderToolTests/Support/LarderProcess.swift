@@ -46,7 +46,7 @@ enum LarderProcess {
         }
     }
 
-    /// Runs `larder arguments…`, feeding `input` on standard input (the null device when `nil`),
+    /// Runs `larder arguments…` (or `executable`), feeding `input` on standard input (the null device when `nil`),
     /// with exactly `environment`, and waits for it to exit.
     ///
     /// Spawned with `posix_spawn` and reaped with `waitpid`, not with Foundation's `Process`:
@@ -56,8 +56,10 @@ enum LarderProcess {
     /// child to exit too. `waitpid` sees this child's exit and nothing else. The child's standard input,
     /// output and error are files (a pipe's reader would have the same problem with inherited
     /// write ends), and it inherits no other descriptor of this process.
-    static func run(_ arguments: [String], input: Data? = nil, environment: [String: String]) throws -> Result {
-        let executable = try executableURL.path
+    static func run(
+        _ arguments: [String], input: Data? = nil, environment: [String: String], executable: String? = nil
+    ) throws -> Result {
+        let executable = try executable ?? executableURL.path
         let scratch = FileManager.default.temporaryDirectory
             .appendingPathComponent("larder-process-\(UUID().uuidString)", isDirectory: true)
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
