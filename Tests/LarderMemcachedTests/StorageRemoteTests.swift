@@ -416,7 +416,9 @@ struct StorageRemoteTests {
             let after = storeB.statistics
             #expect(after.batchReads - before.batchReads == 1, "one quiet batch for every memory and disk miss")
             #expect(after.hits - before.hits == 38)
-            #expect(after.misses - before.misses == 2)
+            // The two absent keys, and the fleet's clear time if B's second of trust in it ran out
+            // (a stalled machine) and B read it again.
+            #expect((2...3).contains(after.misses - before.misses))
             // The remote hits were copied into B's memory: a second read asks the remote nothing.
             #expect(try await b.values(forKeys: Array(keys[2...])).count == 38)
             #expect(storeB.statistics.batchReads == after.batchReads)
