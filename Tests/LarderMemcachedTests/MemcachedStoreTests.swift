@@ -201,7 +201,8 @@ struct MemcachedStoreTests {
     @Test func aPlainReadOfAnInvalidatedValueLeavesItsLeaseToBeWon() async throws {
         try await withChildProcesses { scope in
             let server = try await MemcachedServer.start(in: scope)
-            let store = try Self.store(port: server.port)
+            // A deadline no stalled test run outlasts: these tests are about leases, not time
+            let store = try Self.store(port: server.port) { $0.deadline = .seconds(300) }
             try await store.setValue(Data("v1".utf8), forKey: "p", expiry: .seconds(3_600), metadata: nil, isCompressible: false)
             #expect(try await store.invalidate(forKey: "p"))
             // memcached hands the win token to the first read of a stale value, a plain one too
@@ -219,7 +220,8 @@ struct MemcachedStoreTests {
     @Test func aConditionalInvalidationLeavesAValueWrittenSinceFresh() async throws {
         try await withChildProcesses { scope in
             let server = try await MemcachedServer.start(in: scope)
-            let store = try Self.store(port: server.port)
+            // A deadline no stalled test run outlasts: these tests are about leases, not time
+            let store = try Self.store(port: server.port) { $0.deadline = .seconds(300) }
             try await store.setValue(Data("old".utf8), forKey: "c", expiry: .seconds(3_600), metadata: nil, isCompressible: false)
             let read = try #require(try await store.entry(forKey: "c"))
             // Given a value written after the read, expiring later
