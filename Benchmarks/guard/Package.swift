@@ -9,12 +9,16 @@ let package = Package(
     name: "LarderGuard",
     dependencies: [
         // `name:` is required: a path package is otherwise named after its folder.
-        .package(name: "Larder", path: "../.."),
+        // Trait `Metrics`: the rows with a storage's metrics on (LarderMetrics and swift-metrics).
+        .package(name: "Larder", path: "../..", traits: ["Metrics"]),
     ],
     targets: [
         .executableTarget(
             name: "LarderGuard",
-            dependencies: [.product(name: "Larder", package: "Larder")],
+            dependencies: [
+                .product(name: "Larder", package: "Larder"),
+                .product(name: "LarderMetrics", package: "Larder"),
+            ],
             path: "Sources/LarderGuard"
         ),
     ]

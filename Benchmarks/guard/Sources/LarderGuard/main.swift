@@ -9,12 +9,14 @@
 // tier), disk-get-miss, disk-set, memory-hit, memory-hit-wtinylfu (hits under `.wTinyLFU`),
 // memory-insert (an insert that evicts), storage-memory-hit and storage-memory-insert (the same
 // two through `Storage` without byte tiers), storage-memory-hit-coherent (storage-memory-hit
-// with a disk tier whose directory memory follows). Profiling aids, not budgeted: disk-get-hit-100k
+// with a disk tier whose directory memory follows), storage-memory-hit-metrics (storage-memory-hit
+// with `StorageMetrics` reporting it and `OperationMetrics` observing its loads). Profiling aids, not budgeted: disk-get-hit-100k
 // (100 KiB values in blob files) and disk-get-hit-4k (4 KiB values inline, 8,000 of them).
 // Setup is the same every run: fixed keys and values, a fresh directory,
 // SWIFT_DETERMINISTIC_HASHING=1 set by the script.
 import Foundation
 import Larder
+import LarderMetrics
 
 let arguments = CommandLine.arguments
 guard arguments.count == 4, let iterations = Int(arguments[2]), iterations > 0 else {
@@ -33,7 +35,7 @@ func value(_ index: Int) -> Data {
 
 func key(_ prefix: String, _ index: Int) -> String { "\(prefix)-\(index)" }
 
-final class Box {}
+final class Box: Sendable {}
 
 /// `Storage` needs a codec even without byte tiers; these operations never call it.
 let boxTransformer = Transformer<Box>(encode: { _ in Data() }, decode: { _ in Box() }, isCompressible: false)
@@ -223,6 +225,21 @@ case "storage-memory-hit-coherent":
         guard try storage.value(forKey: keys[index * 7_919 % residents]) != nil else { fatalError("miss") }
     }
     checks = { guard storage.statistics[.memory].hits >= iterations else { fatalError("not memory hits") } }
+case "storage-memory-hit-metrics":
+    // storage-memory-hit with metrics on (trait `Metrics`): a reporter that samples the
+    // statistics and an observer of loads. Neither is on the hit path, which must cost the same.
+    var configuration = Storage<String, Box>.Configuration(memory: .init(countLimit: residents))
+    configuration.observer = OperationMetrics(label: "guard")
+    let storage = try Storage<String, Box>(configuration: configuration, transformer: boxTransformer)
+    let metrics = StorageMetrics(storage: storage, label: "guard")
+    let keys = (0..<residents).map { key("memory-key", $0) }
+    let box = Box()
+    for name in keys { try storage.setValue(box, forKey: name) }
+    metrics.report()
+    body = { index in
+        guard try storage.value(forKey: keys[index * 7_919 % residents]) != nil else { fatalError("miss") }
+    }
+    checks = { metrics.report() }
 case "storage-memory-insert":
     // memory-insert through `Storage<String, Box>` without a disk tier.
     let storage = try Storage<String, Box>(
