@@ -41,6 +41,8 @@ struct StorageTagRemoteTests {
             clock.advance(by: 2)
             #expect(try await b.value(forKey: "/users/1") == nil)
             #expect(try await b.values(forKeys: ["/users/1", "/users/2"]) == ["/users/2": "profile 2"])
+            #expect(try await b.containsValue(forKey: "/users/1", tiers: .remote) == false)
+            #expect(try await b.containsValue(forKey: "/users/2", tiers: .remote))
             // Though the server still holds the bytes (it removed nothing)
             #expect(try await storeB.entry(forKey: "/users/1") != nil)
             // And a value written with the tag after the removal is a hit everywhere

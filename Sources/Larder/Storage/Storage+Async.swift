@@ -184,7 +184,11 @@ extension Storage where Value: Sendable {
         if tiers.includesMemory, currentMemory.containsValue(forKey: key) { return true }
         for tier in self.tiers where tiers.contains(tier.tierID) {
             if tier is any SharedCacheTier {
-                if (try? await containsBytes(forKey: key.cacheKey, in: tier)) == true { return true }
+                // The value itself: one removed by tag or cleared (older than an invalidation
+                // time) is not there for this storage, though the server still holds it.
+                if let found = try? await tier.entry(forKey: key.cacheKey), (try? await isCurrent(found, in: tier)) == true {
+                    return true
+                }
             } else if try await containsBytes(forKey: key.cacheKey, in: tier) {
                 return true
             }
