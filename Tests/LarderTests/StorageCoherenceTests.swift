@@ -143,13 +143,27 @@ struct StorageCoherenceTests {
         #expect(try a.entry(forKey: "k")?.tier == .memory)
         // When the directory is deleted, B creates it again with a new "k", and A's disk tier
         // opens the new index (at its next write)
-        try FileManager.default.removeItem(at: shared)
+        try Self.removeTree(shared)
         try b.setValue("new", forKey: "k")
         try a.setValue("a", forKey: "other")
         // Then A's memory follows the new index
         #expect(try a.value(forKey: "k") == "new")
         try b.setValue("newer", forKey: "k")
         #expect(try a.value(forKey: "k") == "newer")
+    }
+
+    /// Removes `directory` and everything in it. The two stores' background work (checkpoints,
+    /// sweeps) can add or remove a file while the tree is walked, which fails that walk: it is
+    /// walked again, up to 20 times.
+    static func removeTree(_ directory: URL) throws {
+        for attempt in 1... {
+            do {
+                try FileManager.default.removeItem(at: directory)
+                return
+            } catch where attempt < 20 && FileManager.default.fileExists(atPath: directory.path) {
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+        }
     }
 
     // MARK: - Switched off
