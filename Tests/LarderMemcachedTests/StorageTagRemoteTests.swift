@@ -54,6 +54,25 @@ struct StorageTagRemoteTests {
         }
     }
 
+    @Test func aRefreshedSharedValueKeepsItsStampBesideTheCallersMetadata() async throws {
+        try await withChildProcesses { scope in
+            let server = try await MemcachedServer.start(in: scope)
+            let (a, storeA) = try makeStorage(port: server.port, namespace: "meta:")
+            // Given a tagged value, refreshed with the caller's metadata (an HTTP cache's 304)
+            try await a.setValue("page", forKey: "/p", expiry: .seconds(3_600), tags: ["t"])
+            let etag = Data("etag-1".utf8)
+            #expect(try await a.refresh(forKey: "/p", expiry: .seconds(3_600), metadata: etag, tiers: .remote))
+            // Then the caller reads its own metadata back, not the stamp
+            #expect(try await a.metadata(forKey: "/p", tiers: .remote) == etag)
+            #expect(try await a.value(forKey: "/p", tiers: .remote) == "page")
+            // And the value keeps its tag: a removal by tag still reaches it
+            clock.advance(by: 1)
+            _ = try await a.removeValues(taggedWith: "t")
+            #expect(try await a.value(forKey: "/p", tiers: .remote) == nil)
+            await storeA.close()
+        }
+    }
+
     @Test func getOrLoadOfARemovedTagsValueLoadsOnceAndReplacesItForTheFleet() async throws {
         try await withChildProcesses { scope in
             let server = try await MemcachedServer.start(in: scope)

@@ -7,18 +7,23 @@ import Foundation
 /// in every process, although the tier itself removed nothing.
 ///
 /// Layout (big-endian): magic `"LST1"` (4), write time in microseconds since 1970 (8), tag
-/// count (2), then each tag as its UTF-8 length (2) and bytes. Metadata that does not start
-/// with the magic is no stamp: such an entry counts as written before any invalidation time.
+/// count (2), each tag as its UTF-8 length (2) and bytes, then the caller's own metadata, if
+/// any (``Storage/refresh(forKey:expiry:metadata:value:tiers:)-(_,_,_,_,_)`` keeps it there).
+/// Metadata that does not start with the magic is no stamp: such an entry counts as written
+/// before any invalidation time.
 struct SharedStamp: Equatable {
     static let magic: [UInt8] = Array("LST1".utf8)
 
     /// Microseconds since 1970.
     var written: Int64
     var tags: [String]
+    /// The caller's metadata kept with the value, or `nil`.
+    var userMetadata: Data?
 
-    init(written: Int64, tags: [String]) {
+    init(written: Int64, tags: [String], userMetadata: Data? = nil) {
         self.written = written
         self.tags = tags
+        self.userMetadata = userMetadata
     }
 
     /// The stamp in `metadata`, or `nil` when it holds none (or a damaged one).
@@ -41,6 +46,7 @@ struct SharedStamp: Equatable {
         }
         self.written = Int64(bitPattern: written)
         self.tags = tags
+        userMetadata = offset < bytes.count ? Data(bytes[offset...]) : nil
     }
 
     /// The metadata bytes of the stamp.
@@ -56,6 +62,7 @@ struct SharedStamp: Equatable {
             append(UInt64(utf8.count), width: 2)
             bytes += utf8
         }
+        if let userMetadata { bytes += userMetadata }
         return Data(bytes)
     }
 

@@ -311,10 +311,11 @@ extension Storage where Value: Sendable {
         let shared = sharedTierAt[position]
         var found = found
         var tags: Set<String> = []
-        if shared != nil {
-            // The stamp is the shared tier's, never a local copy's metadata; memory keeps its tags.
-            tags = Set(SharedStamp(metadata: found.metadata)?.tags ?? [])
-            found.metadata = nil
+        if shared != nil, let stamp = SharedStamp(metadata: found.metadata) {
+            // The stamp is the shared tier's, never a local copy's metadata (the caller's own
+            // metadata in it is); memory keeps its tags.
+            tags = Set(stamp.tags)
+            found.metadata = stamp.userMetadata
         }
         var expiry = found.expiry
         if let shared {
@@ -343,9 +344,9 @@ extension Storage where Value: Sendable {
                 do {
                     if !tags.isEmpty, let tagging = faster as? any TaggingCacheTier {
                         // A copy of a tagged value keeps its tags, so a removal by tag finds it.
-                        let (data, expiry, tags) = (found.data, expiry, tags)
+                        let (data, expiry, tags, metadata) = (found.data, expiry, tags, found.metadata)
                         try await offload {
-                            try tagging.setValue(data, forKey: key.cacheKey, expiry: expiry, metadata: nil,
+                            try tagging.setValue(data, forKey: key.cacheKey, expiry: expiry, metadata: metadata,
                                                  isCompressible: isCompressible, tags: tags)
                         }
                     } else {

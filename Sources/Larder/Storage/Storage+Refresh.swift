@@ -104,7 +104,11 @@ extension Storage where Value: Sendable {
             var found = false
             for tier in self.tiers.reversed() where tiers.contains(tier.tierID) && tier is any SharedCacheTier {
                 guard let entry = try? await tier.entry(forKey: key.cacheKey) else { continue }
-                let refreshed = TierEntry(data: entry.data, expirationDate: nil, metadata: metadata)
+                // The value keeps its stamp (written time, tags), with the new metadata in it.
+                let stamped = SharedStamp(metadata: entry.metadata).map {
+                    SharedStamp(written: $0.written, tags: $0.tags, userMetadata: metadata).metadata
+                } ?? metadata
+                let refreshed = TierEntry(data: entry.data, expirationDate: nil, metadata: stamped)
                 if (try? await setBytes(refreshed, expiry: expiry, isCompressible: isCompressible,
                                         forKey: key.cacheKey, in: tier)) != nil { found = true }
             }
@@ -137,7 +141,9 @@ extension Storage where Value: Sendable {
                 }
             } else if tier is any SharedCacheTier {
                 // A failure of a shared tier is a miss.
-                if let entry = try? await tier.entry(forKey: key.cacheKey) { return entry.metadata }
+                if let entry = try? await tier.entry(forKey: key.cacheKey) {
+                    return SharedStamp(metadata: entry.metadata).map(\.userMetadata) ?? entry.metadata
+                }
             } else if let entry = try await bytes(forKey: key.cacheKey, in: tier) {
                 return entry.metadata
             }
