@@ -2,6 +2,8 @@
 import Foundation
 import Larder
 @testable import LarderRedis
+import NIOCore
+import NIOPosix
 import LarderTestSupport
 import Testing
 
@@ -112,6 +114,24 @@ struct RedisTLSTests {
             for tracking in [true, false] {
                 await expectRefusal(
                     port: server.port, tls(trusting: certificates.otherAuthority), tracking: tracking, naming: "CERTIFICATE_VERIFY_FAILED")
+            }
+        }
+    }
+
+    @Test func aCommandWrittenAfterAFailedHandshakeClosedTheConnectionNamesTheTLSCause() async throws {
+        try await withChildProcesses { scope in
+            let server = try await RedisServer.start(in: scope, certificates: certificates)
+            let connection = try await RedisConnection.connect(
+                host: "127.0.0.1", port: server.port, on: MultiThreadedEventLoopGroup.singleton.next(), timeout: .seconds(300), maxBulkLength: 1 << 20,
+                tls: TLSClient(tls(trusting: certificates.otherAuthority), host: "127.0.0.1")
+            ).get()
+            // Given a handshake that failed before any command was written (the channel is closed)
+            try await connection.channel.closeFuture.get()
+            // Then a command written now fails with the handshake's error, not "I/O on closed channel"
+            await #expect {
+                _ = try await connection.send([[.string("PING")]], deadline: .now() + .seconds(300)).get()
+            } throws: { error in
+                (error as? RedisError)?.code == .tls && "\(error)".contains("CERTIFICATE_VERIFY_FAILED")
             }
         }
     }

@@ -1,11 +1,24 @@
 #if Redis
 import NIOCore
 import NIOPosix
+import Synchronization
 
 /// Commands on their way out with the promises of their replies, in order.
 struct RESPRequest: Sendable {
     var bytes: ByteBuffer
     var replies: [EventLoopPromise<RESPValue>]
+}
+
+/// The first error that closed a connection, shared by its handler (which records it) and
+/// the ``RedisConnection`` (which reports it for commands that failed after the close).
+final class FirstFailure: Sendable {
+    private let first = Mutex<RedisError?>(nil)
+
+    func record(_ error: RedisError) {
+        first.withLock { if $0 == nil { $0 = error } }
+    }
+
+    var error: RedisError? { first.withLock { $0 } }
 }
 
 /// Matches replies to commands in order (Redis answers a connection's commands in order) and
@@ -19,9 +32,11 @@ final class RESPClientHandler: ChannelDuplexHandler {
 
     private var pending = CircularBuffer<EventLoopPromise<RESPValue>>()
     private let onPush: (@Sendable ([RESPValue]) -> Void)?
+    private let firstFailure: FirstFailure
 
-    init(onPush: (@Sendable ([RESPValue]) -> Void)?) {
+    init(onPush: (@Sendable ([RESPValue]) -> Void)?, firstFailure: FirstFailure) {
         self.onPush = onPush
+        self.firstFailure = firstFailure
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
@@ -50,7 +65,9 @@ final class RESPClientHandler: ChannelDuplexHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        failAll(RedisError(wrapping: error))
+        let error = RedisError(wrapping: error)
+        firstFailure.record(error)
+        failAll(error)
         context.close(promise: nil)
     }
 
@@ -63,9 +80,13 @@ final class RESPClientHandler: ChannelDuplexHandler {
 /// connection is closed (its replies may still come and would desynchronise it).
 final class RedisConnection: Sendable {
     let channel: any Channel
+    /// The error that closed the connection (a failed TLS handshake, say), kept so that a
+    /// command written after the close reports it rather than "I/O on closed channel".
+    private let firstFailure: FirstFailure
 
-    init(channel: any Channel) {
+    init(channel: any Channel, firstFailure: FirstFailure) {
         self.channel = channel
+        self.firstFailure = firstFailure
     }
 
     /// Opens a connection to `host`:`port` on `eventLoop`, over TLS when `tls` is set;
@@ -75,6 +96,7 @@ final class RedisConnection: Sendable {
         tls: TLSClient?, onPush: (@Sendable ([RESPValue]) -> Void)? = nil
     ) -> EventLoopFuture<RedisConnection> {
         let parser = RESPParser(maxBulkLength: maxBulkLength)
+        let firstFailure = FirstFailure()
         return ClientBootstrap(group: eventLoop)
             .connectTimeout(timeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -82,11 +104,11 @@ final class RedisConnection: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     try tls?.addHandler(to: channel)
                     try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(RESPDecoder(parser: parser)))
-                    try channel.pipeline.syncOperations.addHandler(RESPClientHandler(onPush: onPush))
+                    try channel.pipeline.syncOperations.addHandler(RESPClientHandler(onPush: onPush, firstFailure: firstFailure))
                 }
             }
             .connect(host: host, port: port)
-            .map { RedisConnection(channel: $0) }
+            .map { RedisConnection(channel: $0, firstFailure: firstFailure) }
     }
 
     /// Sends `commands` back to back, flushed once; the replies in order (error replies
@@ -114,8 +136,10 @@ final class RedisConnection: Sendable {
             }
         }
         if eventLoop.inEventLoop { start() } else { eventLoop.execute(start) }
+        let firstFailure = self.firstFailure
         return all.flatMapErrorThrowing { error in
             if NIODeadline.now() >= deadline { throw RedisError(.timeout, "no reply within the deadline") }
+            if (error as? RedisError)?.code == .connection, let cause = firstFailure.error { throw cause }
             throw error
         }
     }
