@@ -39,6 +39,15 @@ public protocol CacheTier: AnyObject, Sendable {
     ///   - isCompressible: Whether compression may help (a hint).
     func setValue(_ data: Data, forKey key: String, expiry: Expiry?, metadata: Data?, isCompressible: Bool) async throws
 
+    /// Stores each of `writes` as ``setValue(_:forKey:expiry:metadata:isCompressible:)`` would;
+    /// a key written twice keeps its last write. A tier that can write many keys at once (the
+    /// disk tier in one transaction, a remote cache in one pipeline per server) implements it
+    /// so; the default writes them one after another.
+    ///
+    /// A write that throws may leave some of the keys written, each whole, and the others with
+    /// their previous values or removed; never a mix of two values for one key.
+    func setValues(_ writes: [TierWrite]) async throws
+
     /// Removes the value for `key`; returns whether one was there.
     @discardableResult
     func removeValue(forKey key: String) async throws -> Bool

@@ -13,6 +13,8 @@ public protocol LocalCacheTier: CacheTier {
     func value(forKey key: String) throws -> Data?
     /// Stores `data` for `key`; see ``CacheTier/setValue(_:forKey:expiry:metadata:isCompressible:)``.
     func setValue(_ data: Data, forKey key: String, expiry: Expiry?, metadata: Data?, isCompressible: Bool) throws
+    /// Stores many values at once; see ``CacheTier/setValues(_:)``.
+    func setValues(_ writes: [TierWrite]) throws
     /// Removes the value for `key`; see ``CacheTier/removeValue(forKey:)``.
     @discardableResult
     func removeValue(forKey key: String) throws -> Bool
