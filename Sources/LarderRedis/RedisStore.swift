@@ -472,24 +472,28 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
     ///
     /// As ``setValue(_:forKey:expiry:metadata:isCompressible:)`` does for one key, a value that
     /// must not be stored remotely (expired already, or larger than
-    /// ``Configuration/maxItemSize``) removes the key's remote value instead.
+    /// ``Configuration/maxItemSize``) removes the key's remote value instead; a key written
+    /// twice keeps its last write.
     ///
     /// ```swift
-    /// try await remote.setValues(["home": home, "trending": trending], expiry: .seconds(60))
+    /// try await remote.setValues([
+    ///     TierWrite(key: "home", data: home, expiry: .seconds(60)),
+    ///     TierWrite(key: "trending", data: trending, expiry: .seconds(10)),
+    /// ])
     /// ```
     ///
     /// - Throws: ``Larder/StorageError`` (code `.io`) when a server failed; the values on the
     ///   other servers are stored.
-    public func setValues(_ values: [String: Data], expiry: Expiry? = nil, isCompressible: Bool = false) async throws {
+    public func setValues(_ writes: [TierWrite]) async throws {
         var commands: [(key: [UInt8], command: [RESPArgument])] = []
         var sets: [Int] = []
-        for (key, data) in values {
-            let resolved = resolve(key)
+        for write in writes {
+            let resolved = resolve(write.key)
             // As in setValue: the lock first, one key per DEL.
             commands.append((resolved.key, [.string("DEL"), .bytes(resolved.lock)]))
             commands.append((resolved.key, [.string("DEL"), .bytes(resolved.stale)]))
-            if let (envelope, ttl) = try prepare(data, expiry: expiry, metadata: nil, isCompressible: isCompressible,
-                                                  digest: resolved.digest) {
+            if let (envelope, ttl) = try prepare(write.data, expiry: write.expiry, metadata: write.metadata,
+                                                  isCompressible: write.isCompressible, digest: resolved.digest) {
                 sets.append(commands.count)
                 commands.append((resolved.key, [.string("SET"), .bytes(resolved.key), .buffer(envelope)] + ttl.arguments))
             } else {
@@ -501,6 +505,11 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
         let stored = sets.filter { if case .success(.simpleString("OK")) = results[$0] { true } else { false } }.count
         counters.writes.add(stored, ordering: .relaxed)
         _ = try await checked(try results.map { try $0.get() })
+    }
+
+    /// ``setValues(_:)`` of `values`, all with `expiry`, no metadata.
+    public func setValues(_ values: [String: Data], expiry: Expiry? = nil, isCompressible: Bool = false) async throws {
+        try await setValues(values.map { TierWrite(key: $0.key, data: $0.value, expiry: expiry, isCompressible: isCompressible) })
     }
 
     @discardableResult

@@ -133,6 +133,53 @@ struct RedisStoreTests {
         }
     }
 
+    @Test func aBatchWriteKeepsEachValuesExpiryAndMetadataAndDropsOversizedOnes() async throws {
+        try await withChildProcesses { scope in
+            let server = try await RedisServer.start(in: scope)
+            let store = try Self.store(port: server.port, maxItemSize: 1_024)
+            try await store.setValue(Data("old".utf8), forKey: "big", expiry: .seconds(3_600), metadata: nil, isCompressible: false)
+            try await store.setValues([
+                TierWrite(key: "a", data: Data("first".utf8), expiry: .seconds(3_600), metadata: Data("m-a".utf8)),
+                TierWrite(key: "b", data: Data("b".utf8), expiry: .seconds(600), metadata: nil, isCompressible: false),
+                TierWrite(key: "big", data: Data((0..<4_096).map { _ in UInt8.random(in: 0...255) }), expiry: .seconds(60)),
+                TierWrite(key: "a", data: Data("last".utf8), expiry: .seconds(7_200), metadata: Data("m-a2".utf8)),
+            ])
+            let a = try #require(try await store.entry(forKey: "a"))
+            #expect(a.data == Data("last".utf8) && a.metadata == Data("m-a2".utf8))
+            #expect(try #require(a.expirationDate).timeIntervalSinceNow > 3_600)
+            let b = try #require(try await store.entry(forKey: "b"))
+            #expect(b.data == Data("b".utf8) && b.metadata == nil)
+            #expect(try #require(b.expirationDate).timeIntervalSinceNow <= 600)
+            // The oversized value removed the older remote one rather than leave it behind
+            #expect(try await store.entry(forKey: "big") == nil)
+            #expect(store.statistics.oversizedValues == 1)
+            await store.close()
+        }
+    }
+
+    @Test func aBulkLoadThroughStorageIsReadByAnotherInstanceWithoutLoading() async throws {
+        try await withChildProcesses { scope in
+            let server = try await RedisServer.start(in: scope)
+            let keys = (0..<40).map { "user:\($0)" }
+            let first = try Self.store(port: server.port)
+            let loading = try Storage<String, String>(configuration: .init(), additionalTiers: [first], transformer: .string)
+            let loaded = try await loading.values(forKeys: keys, expiry: .seconds(3_600)) { missing in
+                Dictionary(uniqueKeysWithValues: missing.map { ($0, "name of \($0)") })
+            }
+            #expect(loaded.count == 40)
+            let second = try Self.store(port: server.port)
+            let reading = try Storage<String, String>(configuration: .init(), additionalTiers: [second], transformer: .string)
+            let read = try await reading.values(forKeys: keys, expiry: .seconds(3_600)) { missing in
+                Issue.record("loaded \(missing.count) keys the first instance had stored")
+                return [:]
+            }
+            #expect(read == loaded)
+            #expect(first.statistics.writes == 40)
+            await first.close()
+            await second.close()
+        }
+    }
+
     // MARK: - Pipelining
 
     /// 64 tasks share 2 pipelined connections, each writing and reading its own keys and

@@ -379,4 +379,90 @@ struct StorageServiceLoadTests {
         #expect(try await call.value == "single-a")
         #expect(bulk.keysAsked == [["b"]] && single.calls == 1)
     }
+
+    /// A storage of memory over two byte tiers that record their batches (no disk).
+    func makeBatchStorage(
+        _ fast: InMemoryByteTier, _ slow: InMemoryByteTier, loading: LoadOptions = LoadOptions()
+    ) throws -> Storage<String, String> {
+        var configuration = Storage<String, String>.Configuration()
+        configuration.now = clock.closure
+        configuration.loading = loading
+        configuration.loadClock = loadClock
+        configuration.logHandler = { _ in }
+        return try Storage(configuration: configuration, additionalTiers: [fast, slow], transformer: .string)
+    }
+
+    @Test(arguments: [false, true])
+    func aBulkLoadStoresItsValuesInOneBatchPerTier(failSafe: Bool) async throws {
+        let fast = InMemoryByteTier(StorageTier("fast"), now: clock.closure)
+        let slow = InMemoryByteTier(StorageTier("slow"), now: clock.closure)
+        let storage = try makeBatchStorage(fast, slow, loading: failSafe ? LoadOptions(maxStale: .seconds(600)) : LoadOptions())
+        let keys = (0..<50).map { "k\($0)" }
+        let found = try await storage.values(forKeys: keys.shuffled(), expiry: .seconds(60)) { missing in
+            Dictionary(uniqueKeysWithValues: missing.map { ($0, "v-\($0)") })
+        }
+        #expect(found.count == 50)
+        // One call per byte tier, carrying every value (and, with fail-safe, every stale copy)
+        let perTier = failSafe ? 100 : 50
+        #expect(fast.batchSizes == [perTier] && slow.batchSizes == [perTier])
+        for key in keys {
+            for tier in [fast, slow] {
+                let entry = try #require(tier.peek(key))
+                #expect(String(decoding: entry.data, as: UTF8.self) == "v-\(key)")
+                #expect(entry.expirationDate == clock.now.addingTimeInterval(60))
+            }
+        }
+        // Every tier serves them without the loader; past their lifetime they are gone, and
+        // with fail-safe a failing loader gets the stale copy.
+        #expect(try await storage.values(forKeys: keys, tiers: [StorageTier("slow")]).count == 50)
+        clock.advance(by: 61)
+        #expect(try await storage.values(forKeys: keys).isEmpty)
+        let afterExpiry = try? await storage.value(forKey: "k7", expiry: .seconds(60)) { _ in throw LoaderControl<String>.Failure() }
+        #expect(afterExpiry == (failSafe ? "v-k7" : nil))
+        #expect(storage.statistics.writes == 50 && storage.statistics.loadStoreFailures == 0)
+    }
+
+    @Test func aBulkLoadWhoseBatchFailsKeepsNoFasterCopyAndCountsEveryValue() async throws {
+        let fast = InMemoryByteTier(StorageTier("fast"), now: clock.closure)
+        let slow = InMemoryByteTier(StorageTier("slow"), now: clock.closure)
+        let storage = try makeBatchStorage(fast, slow)
+        slow.setFailing(writes: true)
+        let found = try await storage.values(forKeys: ["k1", "k2", "k3"], expiry: .seconds(60)) { _ in
+            ["k1": "new", "k2": "v2", "k3": "v3"]
+        }
+        // The caller has its values; nothing is kept that the slow tier did not take
+        #expect(found == ["k1": "new", "k2": "v2", "k3": "v3"])
+        #expect(storage.statistics.loadStoreFailures == 3 && storage.statistics.writes == 0)
+        for key in ["k1", "k2", "k3"] {
+            #expect(fast.peek(key) == nil && !storage.memory.containsValue(forKey: key))
+        }
+        #expect(fast.batchSizes.isEmpty)
+    }
+
+    @Test func bulkLoadsOverOverlappingKeysInEveryOrderAllFinishWithOneValuePerKey() async throws {
+        let fast = InMemoryByteTier(StorageTier("fast"), now: clock.closure)
+        let slow = InMemoryByteTier(StorageTier("slow"), now: clock.closure)
+        let storage = try makeBatchStorage(fast, slow)
+        let keys = (0..<40).map { "k\($0)" }
+        // Each call holds every turn of its keys while it stores them; taken in one order, no two
+        // calls (nor the single writes among them) can wait for each other.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for round in 0..<16 {
+                group.addTask {
+                    let subset = Array(keys.shuffled().prefix(25))
+                    _ = try await storage.values(forKeys: subset, tiers: [StorageTier("fast"), StorageTier("slow")],
+                                                 expiry: .seconds(3_600)) { missing in
+                        Dictionary(uniqueKeysWithValues: missing.map { ($0, "round-\(round)") })
+                    }
+                }
+                group.addTask { try await storage.setValue("single-\(round)", forKey: keys.randomElement()!) }
+            }
+            try await group.waitForAll()
+        }
+        // Memory, fast and slow agree on every key: whoever stored last did so in every tier
+        for key in keys {
+            let bytes = fast.peek(key).map { String(decoding: $0.data, as: UTF8.self) }
+            #expect(bytes == slow.peek(key).map { String(decoding: $0.data, as: UTF8.self) })
+        }
+    }
 }

@@ -407,6 +407,14 @@ extension Storage where Value: Sendable {
                                 isCompressible: isCompressible)
     }
 
+    /// ``CacheTier/setValues(_:)`` of `tier`, off the caller's executor for a local tier; no
+    /// call for no writes.
+    nonisolated(nonsending) func setBytes(_ writes: [TierWrite], in tier: any CacheTier) async throws {
+        guard !writes.isEmpty else { return }
+        if let local = tier as? any LocalCacheTier { return try await offload { try local.setValues(writes) } }
+        try await tier.setValues(writes)
+    }
+
     @discardableResult
     nonisolated(nonsending) func removeBytes(forKey key: String, from tier: any CacheTier) async throws -> Bool {
         if let local = tier as? any LocalCacheTier { return try await offload { try local.removeValue(forKey: key) } }

@@ -153,6 +153,15 @@ final class KeyTurns<Key: Hashable & Sendable>: Sendable {
         return try await body()
     }
 
+    /// Runs `body` holding the turns of all `keys` (distinct), taken one after another in the
+    /// order given. Every caller that holds several turns at once takes them in one order
+    /// (``Storage`` sorts by cache key), so two such callers never wait for each other.
+    nonisolated(nonsending) func withTurns<T>(_ keys: [Key], _ body: nonisolated(nonsending) () async throws -> T) async rethrows -> T {
+        for key in keys { await acquire(key) }
+        defer { for key in keys.reversed() { release(key) } }
+        return try await body()
+    }
+
     /// Runs `body` holding `key`'s turn only if the turn is free right now and nothing was
     /// written to `key` (and no ``advanceEpoch()`` ran) since `token` was taken. Never waits.
     ///

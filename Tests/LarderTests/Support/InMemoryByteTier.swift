@@ -17,6 +17,8 @@ final class InMemoryByteTier: LocalCacheTier, Sendable {
         var failsRemovals = false
         var statistics = TierStatistics()
         var isClosed = false
+        /// The size of each ``setValues(_:)`` call, in order.
+        var batchSizes: [Int] = []
     }
 
     let tierID: StorageTier
@@ -73,6 +75,27 @@ final class InMemoryByteTier: LocalCacheTier, Sendable {
             state.statistics.writes += 1
         }
     }
+
+    /// Every write at once, under one lock: all stored or (when refusing writes) none.
+    func setValues(_ writes: [TierWrite]) throws {
+        let now = now()
+        try state.withLock { state in
+            guard !state.isClosed else { throw StorageError.closed }
+            guard !state.failsWrites else {
+                throw StorageError.io(operation: "writing", path: "bytes/\(writes.count) keys", reason: "the test tier refuses writes")
+            }
+            state.batchSizes.append(writes.count)
+            for write in writes {
+                let expires = (write.expiry ?? .never).expirationDate(from: now)
+                state.entries[write.key] = Stored(
+                    entry: TierEntry(data: write.data, expirationDate: expires, metadata: write.metadata), expires: expires)
+            }
+            state.statistics.writes += writes.count
+        }
+    }
+
+    /// The size of each ``setValues(_:)`` call so far, in order.
+    var batchSizes: [Int] { state.withLock { $0.batchSizes } }
 
     func removeValue(forKey key: String) throws -> Bool {
         try state.withLock { state in
