@@ -225,7 +225,8 @@ struct MemcachedBatchWriteTests {
             var generator = SplitMix64(seed: 3)
             let tooLarge = Data((0..<4_096).map { _ in UInt8(truncatingIfNeeded: generator.next()) })
             var writes = keys.map { TierWrite(key: $0, data: MemcachedPoolTests.value($0, 2), isCompressible: false) }
-            writes.insert(TierWrite(key: "key-3", data: tooLarge, isCompressible: false), at: 3)
+            // key-3's last write is the one the server refuses.
+            writes.append(TierWrite(key: "key-3", data: tooLarge, isCompressible: false))
 
             await #expect(throws: StorageError.self) { try await store.setValues(writes) }
             #expect(store.statistics.errors == keys.count, "every key of the refused batch is counted")
@@ -241,7 +242,7 @@ struct MemcachedBatchWriteTests {
             #expect(store.statistics.pendingRecoveryDeletes == 0)
             for key in keys {
                 let read = try await store.entry(forKey: key)
-                #expect(read == nil || read?.data == MemcachedPoolTests.value(key, 2), "\(key) never reads generation 1")
+                #expect(read == nil || (key != "key-3" && read?.data == MemcachedPoolTests.value(key, 2)), "\(key) never reads an older value")
             }
             await store.close()
         }
