@@ -248,6 +248,43 @@ struct MemcachedBatchWriteTests {
         }
     }
 
+    @Test func aGutterPoolTakesTheBatchOfADeadServerWithCappedLifetimes() async throws {
+        try await withChildProcesses { scope in
+            // Given 2 servers and a gutter pool with a 300 s cap, server 0 dead
+            var servers: [MemcachedServer] = []
+            for _ in 0..<2 { servers.append(try await MemcachedServer.start(in: scope)) }
+            let gutter = try await MemcachedServer.start(in: scope)
+            var configuration = Self.configuration(ports: servers.map(\.port))
+            configuration.failover = .gutter([.init(host: "127.0.0.1", port: gutter.port)], maxTTL: .seconds(300))
+            let store = try MemcachedStore(configuration: configuration)
+            await servers[0].kill()
+            let keys = (0..<60).map { "key-\($0)" }
+            let dead = keys.filter { MemcachedPoolTests.owner(of: $0, in: store) == 0 }
+            #expect(!dead.isEmpty && dead.count < keys.count)
+
+            // When a batch writes every key for an hour
+            try await store.setValues(keys.map {
+                TierWrite(key: $0, data: MemcachedPoolTests.value($0, 1), expiry: .seconds(3_600), isCompressible: false)
+            })
+
+            // Then every key reads back; the dead server's keys live in the gutter at most 300 s
+            for key in keys {
+                #expect(try await store.entry(forKey: key)?.data == MemcachedPoolTests.value(key, 1), "\(key)")
+            }
+            let gutterOnly = try MemcachedStore(configuration: Self.configuration(ports: [gutter.port]))
+            for key in dead {
+                let entry = try #require(try await gutterOnly.entry(forKey: key), "\(key) is in the gutter")
+                #expect(try #require(entry.expirationDate).timeIntervalSinceNow <= 301, "\(key)")
+            }
+            // A batch's removal (an already-expired write) reaches the gutter too.
+            try await store.setValues([TierWrite(key: dead[0], data: Data(), expiry: .date(Date(timeIntervalSinceNow: -60)))])
+            #expect(try await gutterOnly.entry(forKey: dead[0]) == nil)
+            #expect(try await store.entry(forKey: dead[0]) == nil)
+            await gutterOnly.close()
+            await store.close()
+        }
+    }
+
     @Test func replicasTakeTheBatchSoADeadServerCostsNoMisses() async throws {
         try await withChildProcesses { scope in
             var servers: [MemcachedServer] = []

@@ -17,6 +17,8 @@ import Synchronization
 ///   in its journal; with a gutter pool, a write its own server refused lands in the gutter
 ///   with a short lifetime, and a removal always reaches the gutter too. A write fails only
 ///   when no server took it.
+/// - **Batches** of writes and removals follow the same rules, each server's part of the batch
+///   sent as one quiet pipeline, every server's at once.
 /// - A server that answers again first has the deletes its journal owes sent (in the
 ///   background), one quiet batch per call.
 final class ServerPool: Sendable {
