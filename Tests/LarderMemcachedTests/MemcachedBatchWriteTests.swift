@@ -63,8 +63,7 @@ struct MemcachedBatchWriteTests {
     @Test func aBatchStoresEveryValueMetadataAndExpiryInOneRoundTripPerServer() async throws {
         try await withChildProcesses { scope in
             // Given a pool of 3 servers, older values for three keys, one of them invalidated
-            var servers: [MemcachedServer] = []
-            for _ in 0..<3 { servers.append(try await MemcachedServer.start(in: scope)) }
+            let servers = try await MemcachedServer.start(3, in: scope)
             let log = CommandLog()
             let store = try MemcachedStore(configuration: Self.configuration(ports: servers.map(\.port), observer: log))
             for key in ["oversized", "expired", "key-7"] {
@@ -162,8 +161,7 @@ struct MemcachedBatchWriteTests {
     /// keys read as misses (never their older values), before and after the heal.
     @Test func aFailedServerMakesTheBatchThrowAndNoKeyReadsItsOlderValue() async throws {
         try await withChildProcesses { scope in
-            var servers: [MemcachedServer] = []
-            for _ in 0..<3 { servers.append(try await MemcachedServer.start(in: scope)) }
+            let servers = try await MemcachedServer.start(3, in: scope)
             let proxy = try await ChaosProxy(upstreamPort: servers[0].port)
             let store = try MemcachedStore(
                 configuration: Self.configuration(ports: servers.map(\.port)), tierID: .remote,
@@ -253,8 +251,7 @@ struct MemcachedBatchWriteTests {
     @Test func aGutterPoolTakesTheBatchOfADeadServerWithCappedLifetimes() async throws {
         try await withChildProcesses { scope in
             // Given 2 servers and a gutter pool with a 300 s cap, server 0 dead
-            var servers: [MemcachedServer] = []
-            for _ in 0..<2 { servers.append(try await MemcachedServer.start(in: scope)) }
+            let servers = try await MemcachedServer.start(2, in: scope)
             let gutter = try await MemcachedServer.start(in: scope)
             var configuration = Self.configuration(ports: servers.map(\.port))
             configuration.failover = .gutter([.init(host: "127.0.0.1", port: gutter.port)], maxTTL: .seconds(300))
@@ -289,8 +286,7 @@ struct MemcachedBatchWriteTests {
 
     @Test func replicasTakeTheBatchSoADeadServerCostsNoMisses() async throws {
         try await withChildProcesses { scope in
-            var servers: [MemcachedServer] = []
-            for _ in 0..<3 { servers.append(try await MemcachedServer.start(in: scope)) }
+            let servers = try await MemcachedServer.start(3, in: scope)
             var configuration = Self.configuration(ports: servers.map(\.port))
             configuration.failover = .replicas(2)
             let store = try MemcachedStore(configuration: configuration)

@@ -50,6 +50,13 @@ struct MemcachedServer: Sendable {
         }
     }
 
+    /// Starts `count` servers in `scope` (a pool), each as ``start(in:port:arguments:)`` does.
+    static func start(_ count: Int, in scope: ChildProcessScope) async throws -> [MemcachedServer] {
+        var servers: [MemcachedServer] = []
+        for _ in 0..<count { servers.append(try await start(in: scope)) }
+        return servers
+    }
+
     /// SIGKILLs the server and waits until it is reaped.
     func kill() async {
         process.kill()
