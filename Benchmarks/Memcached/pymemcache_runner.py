@@ -1,12 +1,14 @@
 """The Python baseline for Larder's remote tier: pymemcache against the same server and keys.
 
 Prints one TSV line per measurement: contender, operation, in-flight, operations per second.
-    python3 pymemcache_runner.py PORT OPS [ONLY]   (ONLY: get1, get_many or set1 runs just that one)
+    python3 pymemcache_runner.py PORT OPS [ONLY]   (ONLY: get1, get_many, set1 or set_many runs just that one)
     python3 pymemcache_runner.py PORT,PORT,PORT OPS [ONLY]
 
 With several ports it is pymemcache's pooled client, `HashClient`, over 127.0.0.1 on each port
 (its own rendezvous hashing: each client reads back the keys it placed), and names its rows
 `pymemcache-pool`; its get_many asks each server for its part of the 32 keys, one after another.
+set_many writes 100 values per call and waits for their replies (`noreply=False`), as Larder's
+`setValues(_:)` learns whether each value was stored.
 """
 import sys
 import time
@@ -45,6 +47,12 @@ def main() -> None:
         for i in range(ops):
             client.set(keys[i % 1000], value)
         print(f"{name}\tset\t1\t{ops / (time.perf_counter() - start):.0f}")
+    if only in (None, "set_many"):
+        start = time.perf_counter()
+        for i in range(0, ops, 100):
+            first = i % 1000
+            assert not client.set_many({key: value for key in keys[first:first + 100]}, noreply=False)
+        print(f"{name}\tset\t100\t{ops / (time.perf_counter() - start):.0f}")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@
 # prefer the store's event loop (`withTaskExecutorPreference(store.taskExecutor)`: no thread hop),
 # callers spread over every connection's loop (`store.taskExecutors`, the `store-on-loops` rows),
 # and the gets once more with swift-nio's event loops installed as Swift's global executor.
+# The `set-batch` row writes 100 values in one `MemcachedStore.setValues(_:)` (one quiet `ms`
+# pipeline), beside pymemcache's set_many of 100 and 100 single sets.
 # Beside that one server, in the same rounds, a pool of 3 servers (setup.sh starts both): the
 # `-pool` rows are each contender's pooled client over the same 3 servers: libmemcached with
 # MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED (multi-get of 32, get at 1), pymemcache's HashClient
@@ -49,7 +51,7 @@ for round in $(seq "$ROUNDS"); do
     .build/compare/baseline_libmemcached "$port" "$OPS" >>"$raw"
     python3 pymemcache_runner.py "$port" "$OPS" >>"$raw"
     LARDER_BENCH_NO_BATCHES=1 larder "$LARDER" "$port" "$OPS"
-    for batch in "store	get-batch" "storage	get-batch" "store-on-loop	get-batch" "storage-on-loop	get-batch"; do
+    for batch in "store	get-batch" "storage	get-batch" "store-on-loop	get-batch" "storage-on-loop	get-batch" "store	set-batch"; do
         larder "$LARDER" "$port" "$OPS" "$batch"
     done
     # The same gets with swift-nio's event loops as Swift's global executor (a server's choice).
@@ -117,6 +119,8 @@ for label, a, b, goal in [
     ("Storage.values(forKeys:) batch of 32 ≥ 2× pymemcache get_many", ("larder-storage", "get-batch", "32"), ("pymemcache", "get", "32"), 2.0),
     ("Storage.values(forKeys:) batch of 32, caller on the store's loop, ≥ 1× libmemcached multi-get", ("larder-storage-on-loop", "get-batch", "32"), ("libmemcached", "get", "32"), 1.0),
     ("Storage.values(forKeys:) batch of 32, caller on the store's loop, ≥ 2× pymemcache get_many", ("larder-storage-on-loop", "get-batch", "32"), ("pymemcache", "get", "32"), 2.0),
+    ("Larder quiet write batch of 100 (setValues) ≥ 1× pymemcache set_many of 100", ("larder-store", "set-batch", "100"), ("pymemcache", "set", "100"), 1.0),
+    ("Larder quiet write batch of 100 (setValues) ≥ 2× 100 single sets at 1 in flight", ("larder-store", "set-batch", "100"), ("larder-store", "set", "1"), 2.0),
     ("Storage get at 1 in flight vs the bare store (≈ 1)", ("larder-storage", "get", "1"), ("larder-store", "get", "1"), 0.8),
     ("Storage get at 32 in flight vs the bare store (≈ 1)", ("larder-storage", "get", "32"), ("larder-store", "get", "32"), 0.8),
     ("Storage batch of 32 vs the bare store's batch (≈ 1)", ("larder-storage", "get-batch", "32"), ("larder-store", "get-batch", "32"), 0.8),

@@ -233,6 +233,8 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
         public var breakerRejections = 0
         /// Reads of many keys in one quiet batch (``MemcachedStore/entries(forKeys:)``).
         public var batchReads = 0
+        /// Writes of many keys in one quiet batch per server (``MemcachedStore/setValues(_:)``).
+        public var batchWrites = 0
         /// Keys whose write or removal did not reach their server and whose delete there is
         /// still owed (summed over the servers; see ``Configuration/recoveryJournalLimit``).
         public var pendingRecoveryDeletes = 0
@@ -414,20 +416,9 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
         var failures = 0
         var lastError: (any Error)?
         let parts = Array(batches.values)
-        // One server's batch is sent from here; several are sent at once, one task each.
-        var replies: [Result<[MetaResponse], any Error>] = []
-        replies.reserveCapacity(parts.count)
-        if parts.count == 1 {
-            let commands = Self.batchCommands(parts[0].indices, resolved)
-            do { replies.append(.success(try await parts[0].member.connections.sendBatch(commands))) }
-            catch { replies.append(.failure(error)) }
-        } else {
-            let sends = parts.map { batch in
-                let commands = Self.batchCommands(batch.indices, resolved)
-                return Task { try await batch.member.connections.sendBatch(commands) }
-            }
-            for send in sends { replies.append(await send.result) }
-        }
+        let replies = await pool.sendQuietBatches(parts.map { batch in
+            (batch.member, batch.indices.map { MetaCommand(.get, key: resolved[$0].key, flags: Self.quietGetFlags) })
+        })
         for (part, batch) in parts.enumerated() {
             switch replies[part] {
             case .failure(let error):
@@ -486,6 +477,69 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
         }
         guard response.status == .stored else { throw unexpected(response) }
         counters.writes.add(1, ordering: .relaxed)
+    }
+
+    /// Stores many values, each as ``setValue(_:forKey:expiry:metadata:isCompressible:)``
+    /// stores one, in one quiet batch per server (`ms … q` per key, `md … q` for a value that
+    /// stays local, then `mn`), every server's batch sent at once: only a refusal costs a reply.
+    ///
+    /// A key given twice keeps its last write. A value whose envelope exceeds
+    /// ``Configuration/maxItemSize``, or that has already expired, removes the remote copy
+    /// instead. With replicas or a gutter pool, writes and removals follow the same failover
+    /// rules as one write does.
+    ///
+    /// - Parameter writes: The values, keys and expiries; an empty batch sends nothing.
+    /// - Throws: ``Larder/StorageError`` (code `.io`) after every batch was answered or failed,
+    ///   when a server failed (deadline, connection, open breaker) or refused a key: the other
+    ///   keys are stored, and each failed key is a miss for this store until its delete
+    ///   reached its server (see ``Configuration/recoveryJournalLimit``). Each failed key counts
+    ///   one error in ``statistics``, each stored one a write.
+    /// - Complexity: One round trip per server the keys live on (two with a gutter pool).
+    nonisolated(nonsending) public func setValues(_ writes: [TierWrite]) async throws {
+        guard !writes.isEmpty else { return }
+        counters.batchWrites.add(1, ordering: .relaxed)
+        let now = configuration.now()
+        var last: [String: Int] = [:]
+        last.reserveCapacity(writes.count)
+        for index in writes.indices { last[writes[index].key] = index }
+        var updates: [ServerPool.BatchUpdate] = []
+        updates.reserveCapacity(last.count)
+        for (index, write) in writes.enumerated() where last[write.key] == index {
+            let expirationDate = (write.expiry ?? configuration.defaultExpiry).expirationDate(from: now)
+            let resolved = remoteKey.resolve(write.key)
+            guard case .token(let ttl) = RemoteTTL.make(expirationDate: expirationDate, now: now) else {
+                updates.append(.removal(key: resolved.key))
+                continue
+            }
+            var envelope = ByteBuffer()
+            try RemoteEnvelope.encode(
+                digest: resolved.digest, payload: write.data, expirationDate: expirationDate, metadata: write.metadata,
+                compress: write.isCompressible, into: &envelope)
+            guard envelope.readableBytes <= configuration.maxItemSize else {
+                // Stays local; an older remote value must not outlive this write.
+                counters.oversized.add(1, ordering: .relaxed)
+                updates.append(.removal(key: resolved.key))
+                continue
+            }
+            updates.append(.write(envelope, key: resolved.key, ttl: ttl))
+        }
+        var failed = 0
+        var firstFailure: (key: [UInt8], error: any Error)?
+        for (update, result) in zip(updates, await pool.updateBatch(updates)) {
+            switch result {
+            case .success:
+                if update.envelope != nil { counters.writes.add(1, ordering: .relaxed) }
+            case .failure(let error):
+                failed += 1
+                if firstFailure == nil { firstFailure = (update.key, error) }
+            }
+        }
+        guard let firstFailure else { return }
+        counters.errors.add(failed, ordering: .relaxed)
+        let server = pool.primary(for: firstFailure.key).server
+        throw StorageError(
+            code: .io, message: "memcached: \(failed) of \(updates.count) writes failed, first on \(server): \(firstFailure.error)",
+            cause: firstFailure.error)
     }
 
     @discardableResult
@@ -685,15 +739,6 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
         return StorageError(code: .io, message: "memcached: \(error)", cause: error)
     }
 
-    /// The quiet reads of the keys at `indices` and the `mn` that ends them.
-    private static func batchCommands(_ indices: [Int], _ resolved: [(key: [UInt8], digest: KeyDigest)]) -> [MetaCommand] {
-        var commands: [MetaCommand] = []
-        commands.reserveCapacity(indices.count + 1)
-        for index in indices { commands.append(MetaCommand(.get, key: resolved[index].key, flags: quietGetFlags)) }
-        commands.append(MetaCommand(.noop))
-        return commands
-    }
-
     /// The flags of a plain read and of one read in a quiet batch (made once, not per call).
     private static let getFlags: [MetaFlag] = [.value, .remainingTTL, .cas]
     private static let quietGetFlags: [MetaFlag] = [.value, .remainingTTL, .cas, .quiet]
@@ -746,6 +791,7 @@ final class StoreCounters: Sendable {
     let hits = Atomic<Int>(0), misses = Atomic<Int>(0), writes = Atomic<Int>(0), errors = Atomic<Int>(0)
     let rejected = Atomic<Int>(0), oversized = Atomic<Int>(0), leaseWins = Atomic<Int>(0), leaseWaits = Atomic<Int>(0)
     let staleServes = Atomic<Int>(0), rejectedFills = Atomic<Int>(0), batchReads = Atomic<Int>(0)
+    let batchWrites = Atomic<Int>(0)
 
     func snapshot() -> MemcachedStore.Statistics {
         var statistics = MemcachedStore.Statistics()
@@ -760,6 +806,7 @@ final class StoreCounters: Sendable {
         statistics.staleServes = staleServes.load(ordering: .relaxed)
         statistics.rejectedFills = rejectedFills.load(ordering: .relaxed)
         statistics.batchReads = batchReads.load(ordering: .relaxed)
+        statistics.batchWrites = batchWrites.load(ordering: .relaxed)
         return statistics
     }
 }

@@ -17,6 +17,8 @@ import Synchronization
 ///   in its journal; with a gutter pool, a write its own server refused lands in the gutter
 ///   with a short lifetime, and a removal always reaches the gutter too. A write fails only
 ///   when no server took it.
+/// - **Batches** of writes and removals follow the same rules, each server's part of the batch
+///   sent as one quiet pipeline, every server's at once.
 /// - A server that answers again first has the deletes its journal owes sent (in the
 ///   background), one quiet batch per call.
 final class ServerPool: Sendable {
@@ -176,6 +178,128 @@ final class ServerPool: Sendable {
         }
         if let first { return first }
         throw lastError ?? MemcachedError(.connection, "no server took the command")
+    }
+
+    /// One write (`ms`) or removal (`md`) of a batch (``updateBatch(_:)``).
+    struct BatchUpdate: Sendable {
+        let key: [UInt8]
+        /// The write's envelope, `nil` for a removal.
+        let envelope: ByteBuffer?
+        /// The write's TTL token (ignored for a removal).
+        let ttl: Int64
+
+        static func write(_ envelope: ByteBuffer, key: [UInt8], ttl: Int64) -> BatchUpdate {
+            BatchUpdate(key: key, envelope: envelope, ttl: ttl)
+        }
+
+        static func removal(key: [UInt8]) -> BatchUpdate {
+            BatchUpdate(key: key, envelope: nil, ttl: 0)
+        }
+
+        /// The quiet command (`ms … q` or `md … q`), with `ttl` for a write.
+        func command(ttl: Int64) -> MetaCommand {
+            guard let envelope else { return MetaCommand(.delete, key: key, flags: [.quiet]) }
+            return MetaCommand(.set(envelope), key: key, flags: [.ttl(ttl), .quiet])
+        }
+
+        /// Whether `response` means the server holds what this update asked for.
+        func isDone(by response: MetaResponse) -> Bool {
+            response.status == .stored || (envelope == nil && response.status == .notFound)
+        }
+    }
+
+    /// The writes and removals of ``update(key:ttl:make:)`` for many keys, each server's part
+    /// sent as one quiet batch (ended by `mn`, flushed once), every server's at once; then, with
+    /// a gutter, the writes no server took and every removal as one batch per gutter server.
+    ///
+    /// Each key is journaled on a server whose batch failed or that refused it (`NS`, an error),
+    /// and settled on one that took it. Returns, per update, the first reply of a server that
+    /// took it, or the last failure.
+    nonisolated(nonsending) func updateBatch(_ updates: [BatchUpdate]) async -> [Result<MetaResponse, any Error>] {
+        for update in updates where update.envelope != nil { noteLifetime(update.ttl) }
+        var parts: [ObjectIdentifier: (member: Member, indices: [Int])] = [:]
+        for index in updates.indices {
+            for member in replicas(for: updates[index].key) {
+                parts[ObjectIdentifier(member), default: (member, [])].indices.append(index)
+            }
+        }
+        var taken: [MetaResponse?] = Array(repeating: nil, count: updates.count)
+        var failures: [(any Error)?] = Array(repeating: nil, count: updates.count)
+        let servers = Array(parts.values)
+        let replies = await sendQuietBatches(servers.map { part in
+            (part.member, part.indices.map { updates[$0].command(ttl: updates[$0].ttl) })
+        })
+        for (part, reply) in zip(servers, replies) {
+            let stale = staleUntil()
+            switch reply {
+            case .failure(let error):
+                for index in part.indices {
+                    part.member.journal.record(updates[index].key, staleUntil: stale)
+                    failures[index] = error
+                }
+            case .success(let responses):
+                for (position, index) in part.indices.enumerated() {
+                    let response = position < responses.count ? responses[position] : MetaResponse(status: .error)
+                    if updates[index].isDone(by: response) {
+                        part.member.journal.settle(updates[index].key)
+                        if taken[index] == nil { taken[index] = response }
+                    } else {
+                        part.member.journal.record(updates[index].key, staleUntil: stale)
+                        failures[index] = MemcachedError(.server, "\(part.member.server) answered \(response.status)")
+                    }
+                }
+                replayIfNeeded(part.member)
+            }
+        }
+        if let gutter {
+            // A write no server took lands in the gutter (lifetime capped); a removal always does.
+            var gutterParts: [ObjectIdentifier: (member: Member, indices: [Int])] = [:]
+            for index in updates.indices where taken[index] == nil || updates[index].envelope == nil {
+                guard let member = gutterMember(for: updates[index].key) else { continue }
+                gutterParts[ObjectIdentifier(member), default: (member, [])].indices.append(index)
+            }
+            let gutterServers = Array(gutterParts.values)
+            let gutterReplies = await sendQuietBatches(gutterServers.map { part in
+                (part.member, part.indices.map { index in
+                    let ttl = updates[index].ttl
+                    return updates[index].command(ttl: ttl == 0 || ttl > gutter.maxTTL ? gutter.maxTTL : ttl)
+                })
+            })
+            for (part, reply) in zip(gutterServers, gutterReplies) {
+                guard case .success(let responses) = reply else { continue }
+                for (position, index) in part.indices.enumerated() where position < responses.count {
+                    if updates[index].isDone(by: responses[position]) {
+                        if taken[index] == nil { taken[index] = responses[position] }
+                    }
+                }
+            }
+        }
+        return updates.indices.map { index in
+            if let response = taken[index] { return .success(response) }
+            return .failure(failures[index] ?? MemcachedError(.connection, "no server took the command"))
+        }
+    }
+
+    /// Sends each server its quiet commands, ended by `mn`, as one batch (see
+    /// ``ConnectionPool/sendBatch(_:)``), every server's at once; returns each batch's replies
+    /// (one per command given, the `mn`'s left out) or failure, in the order given.
+    nonisolated(nonsending) func sendQuietBatches(
+        _ batches: [(member: Member, commands: [MetaCommand])]
+    ) async -> [Result<[MetaResponse], any Error>] {
+        let ended = batches.map { batch in (batch.member, batch.commands + [MetaCommand(.noop)]) }
+        var replies: [Result<[MetaResponse], any Error>] = []
+        replies.reserveCapacity(ended.count)
+        if ended.count == 1 {
+            // One server's batch is sent from here; several are sent at once, one task each.
+            do { replies.append(.success(Array(try await ended[0].0.connections.sendBatch(ended[0].1).dropLast()))) }
+            catch { replies.append(.failure(error)) }
+        } else {
+            let sends = ended.map { member, commands in
+                Task { Array(try await member.connections.sendBatch(commands).dropLast()) }
+            }
+            for send in sends { replies.append(await send.result) }
+        }
+        return replies
     }
 
     /// Sends `command` about `key` to `member`, journaling the key when a write or removal fails

@@ -19,7 +19,7 @@ struct MemcachedServer: Sendable {
     /// Whether suites that need a server run: the binary exists, or CI requires it (and fails).
     static var shouldRun: Bool { binary != nil || isCI }
     /// Suites and tests disabled when the binary is missing (kept by hand beside the suites).
-    static let serverSuites = ["MemcachedStoreTests (9 tests)", "MemcachedFaultTests (4 tests)", "StorageRemoteTests (14 tests)", "MemcachedMultiProcessTests (2 tests)", "MemcachedPoolTests (5 tests)"]
+    static let serverSuites = ["MemcachedStoreTests (9 tests)", "MemcachedFaultTests (4 tests)", "StorageRemoteTests (14 tests)", "MemcachedMultiProcessTests (2 tests)", "MemcachedPoolTests (5 tests)", "MemcachedBatchWriteTests (6 tests)"]
 
     let process: ChildProcess
     let port: Int
@@ -48,6 +48,13 @@ struct MemcachedServer: Sendable {
                 attempt += 1
             }
         }
+    }
+
+    /// Starts `count` servers in `scope` (a pool), each as ``start(in:port:arguments:)`` does.
+    static func start(_ count: Int, in scope: ChildProcessScope) async throws -> [MemcachedServer] {
+        var servers: [MemcachedServer] = []
+        for _ in 0..<count { servers.append(try await start(in: scope)) }
+        return servers
     }
 
     /// SIGKILLs the server and waits until it is reaped.

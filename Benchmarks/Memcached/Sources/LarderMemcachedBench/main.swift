@@ -8,7 +8,8 @@
 // With several ports the store is a pool (`servers:` 127.0.0.1 on each port in that order,
 // weights 1, failover `.none`: libmemcached's weighted ketama placement), its rows are named
 // `larder-pool-…`, and it measures only the store's gets at 1 and 32 in flight from Swift's
-// global executor and its quiet batch of 32 (`entries(forKeys:)`, split by server).
+// global executor, its quiet batch of 32 (`entries(forKeys:)`, split by server) and its quiet
+// write batch of 100 (`setValues(_:)`, split by server).
 // With LARDER_BENCH_NIO_EXECUTOR=1 it first installs swift-nio's event loops as Swift's global
 // executor (NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor,
 // a choice a server makes once at start), and names its rows `larder-nio-executor-…`.
@@ -128,6 +129,25 @@ for (name, executor, read) in batches {
     }.value
     guard fetched >= ops else { fatalError("batch misses") }
     print("\(rowPrefix)\(name)\t32\t\(Int(Double(fetched) / seconds))")
+}
+
+// 100 values per quiet write batch (`setValues(_:)`: ms … q × 100, then mn, one flush per
+// server), one batch in flight at a time from a task on Swift's global executor, like
+// pymemcache's set_many of 100; the rate counts values written.
+if !noBatches, only.map({ "store\tset-batch\t100".contains($0) }) ?? true {
+    let writes = keys.map { TierWrite(key: $0, data: value, expiry: .never, isCompressible: false) }
+    let seconds = try await Task {
+        let clock = ContinuousClock()
+        let elapsed = try await clock.measure {
+            for start in stride(from: 0, to: ops, by: 100) {
+                let first = start % 1_000
+                try await store.setValues(Array(writes[first..<min(first + 100, 1_000)]))
+            }
+        }
+        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    }.value
+    guard store.statistics.errors == 0 else { fatalError("batch write errors") }
+    print("\(rowPrefix)store\tset-batch\t100\t\(Int(Double(ops) / seconds))")
 }
 
 // A memory hit of a remote-derived value against a memory hit of a local write, both through
