@@ -427,6 +427,32 @@ struct StorageRemoteTests {
         }
     }
 
+    @Test func aBulkLoadWritesTheRemoteInOneBatchAndAnotherStorageReadsEveryValue() async throws {
+        try await withChildProcesses { scope in
+            let server = try await MemcachedServer.start(in: scope)
+            let directory = try TemporaryDirectory()
+            let (a, storeA) = try Self.storage(port: server.port, directory: directory.url)
+            let (b, storeB) = try Self.storage(port: server.port)
+            let keys = (0..<40).map { "bulk key \($0)" }
+            let loaded = try await a.values(forKeys: keys, expiry: .seconds(3_600)) { missing in
+                Dictionary(uniqueKeysWithValues: missing.map { ($0, "value of \($0)") })
+            }
+            #expect(loaded.count == 40)
+            // One quiet batch carried every value; A's disk holds them too
+            #expect(storeA.statistics.batchWrites == 1 && storeA.statistics.writes == 40 && storeA.statistics.errors == 0)
+            #expect(try await a.values(forKeys: keys, tiers: [.disk]) == loaded)
+            // Another machine reads them all from memcached, loading nothing
+            let read = try await b.values(forKeys: keys, expiry: .seconds(3_600)) { missing in
+                Issue.record("loaded \(missing.count) keys A had stored")
+                return [:]
+            }
+            #expect(read == loaded)
+            #expect(storeB.statistics.batchReads == 1)
+            await storeA.close()
+            await storeB.close()
+        }
+    }
+
     @Test func valuesForKeysOfTheRemoteAloneSkipsUndecodableBytesAndCopiesNothingLocally() async throws {
         try await withChildProcesses { scope in
             let server = try await MemcachedServer.start(in: scope)
