@@ -28,31 +28,107 @@ extension DiskStore {
                       onlyIfAbsent: false)
     }
 
-    /// A write; with `onlyIfAbsent`, one that stores nothing (and returns `false`) when a live
-    /// entry exists for `key`, decided inside the write transaction. `tags` are written with the
-    /// row, in its transaction (see ``DiskTagIndex``).
+    /// Stores each of `writes` as ``setValue(_:forKey:expiry:metadata:isCompressible:)`` would,
+    /// all in one write transaction: every value is stored, or none is.
+    ///
+    /// Every write is checked, compressed and written to its blob file before the lock is
+    /// taken; then each row goes into the index as a single write's would (evicting as the
+    /// limits require, so a batch larger than a limit leaves the store within it, its earlier
+    /// values possibly evicted by its later ones), and the transaction commits once. A key
+    /// written twice keeps its last write; an empty batch does nothing.
+    ///
+    /// ```swift
+    /// try disk.setValues([
+    ///     TierWrite(key: "/users/42", data: user, expiry: .seconds(300)),
+    ///     TierWrite(key: "/users/42/avatar", data: avatar, isCompressible: false),
+    /// ])
+    /// ```
+    ///
+    /// - Parameter writes: The values, each with its key, expiry (`nil` takes
+    ///   ``Configuration/defaultExpiry``), metadata and compression hint.
+    /// - Throws: ``StorageError/invalidInput(_:)`` when any write is invalid as
+    ///   ``setValue(_:forKey:expiry:metadata:isCompressible:)`` would find it; I/O or SQLite
+    ///   errors. Either way nothing of the batch is stored and the previous values stay.
+    /// - Complexity: One write transaction and one blob file per value of at least
+    ///   ``Configuration/inlineThreshold`` stored bytes.
+    public func setValues(_ writes: [TierWrite]) throws {
+        _ = try write(writes, onlyIfAbsent: false)
+    }
+
+    /// A single write; see ``write(_:onlyIfAbsent:tags:)``. Returns whether it stored the value.
     func write(
         _ data: Data, forKey key: String, expiry: Expiry?, metadata: Data?, isCompressible: Bool, onlyIfAbsent: Bool,
         tags: Set<String> = []
     ) throws -> Bool {
-        let expiry = expiry ?? configuration.defaultExpiry
-        guard expiry.isValid else { throw StorageError.invalidInput("expiry \(expiry) is not a finite time") }
-        if let metadata, metadata.count > Self.metadataLimit {
-            throw StorageError.invalidInput("metadata of \(metadata.count) bytes exceeds \(Self.metadataLimit) bytes")
-        }
+        let write = TierWrite(key: key, data: data, expiry: expiry, metadata: metadata, isCompressible: isCompressible)
+        return try self.write([write], onlyIfAbsent: onlyIfAbsent, tags: tags) == 1
+    }
+
+    /// The one write behind every public form: checks every write, then (with no lock held)
+    /// compresses, checksums and writes the blob files, then commits every row in one write
+    /// transaction. A key written twice keeps its last write. With `onlyIfAbsent`, a key with a
+    /// live entry is left as it is, decided inside the transaction. `tags` are written with
+    /// each row, in its transaction (see ``DiskTagIndex``). Returns the number of rows stored.
+    func write(_ writes: [TierWrite], onlyIfAbsent: Bool, tags: Set<String> = []) throws -> Int {
+        guard !writes.isEmpty else { return 0 }
+        var expiries: [Expiry] = []
+        expiries.reserveCapacity(writes.count)
+        for write in writes { expiries.append(try checkedExpiry(of: write)) }
 
         if countLimit == 0 || sizeLimit == 0 {
-            if onlyIfAbsent, try containsValue(forKey: key) { return false }
-            try acceptAndEvict(key: key)
-            return true
+            var keys = Self.lastWritePerKey(writes.map(\.key), key: { $0 })
+            if onlyIfAbsent { keys = try keys.filter { try !containsValue(forKey: $0) } }
+            try acceptAndEvict(keys: keys)
+            return keys.count
         }
 
-        // Work that needs no lock: encode, checksum, hash, write the blob.
-        var stored = data
+        // Work that needs no lock: encode, checksum, hash, write the blobs.
+        var encoded: [EncodedWrite] = []
+        encoded.reserveCapacity(writes.count)
+        for (write, expiry) in zip(writes, expiries) { encoded.append(try encode(write, expiry: expiry)) }
+        let now = configuration.now()
+        var rows: [DiskIndex.Row] = []
+        rows.reserveCapacity(encoded.count)
+        do {
+            for write in Self.lastWritePerKey(encoded, key: \.key) {
+                let row = makeRow(write, now: now)
+                if let file = row.file { try writeBlob(write.stored, name: file) }
+                rows.append(row)
+            }
+        } catch {
+            for case let file? in rows.map(\.file) { files.remove(name: file) }
+            throw error
+        }
+        return try commit(rows, onlyIfAbsent: onlyIfAbsent, tags: tags, now: now.milliseconds)
+    }
+
+    /// A write checked and encoded: the bytes its row stores, before any file is written.
+    private struct EncodedWrite {
+        var key: String
+        var stored: Data
+        var encoding: Encoding
+        var originalSize: Int
+        var expiry: Expiry
+        var metadata: Data?
+    }
+
+    /// The write's expiry (`nil` takes the default), once it and the metadata are found valid.
+    private func checkedExpiry(of write: TierWrite) throws -> Expiry {
+        let expiry = write.expiry ?? configuration.defaultExpiry
+        guard expiry.isValid else { throw StorageError.invalidInput("expiry \(expiry) is not a finite time") }
+        if let metadata = write.metadata, metadata.count > Self.metadataLimit {
+            throw StorageError.invalidInput("metadata of \(metadata.count) bytes exceeds \(Self.metadataLimit) bytes")
+        }
+        return expiry
+    }
+
+    /// Compresses the write's bytes when that makes them smaller, and checks the size limit.
+    private func encode(_ write: TierWrite, expiry: Expiry) throws -> EncodedWrite {
+        var stored = write.data
         var encoding = Encoding.raw
-        if case .gzip(let level) = configuration.compression, isCompressible, !data.isEmpty {
-            let packed = try Gzip.compress(data, level: level)
-            if packed.count < data.count {
+        if case .gzip(let level) = configuration.compression, write.isCompressible, !write.data.isEmpty {
+            let packed = try Gzip.compress(write.data, level: level)
+            if packed.count < write.data.count {
                 stored = packed
                 encoding = .gzip
             }
@@ -60,63 +136,88 @@ extension DiskStore {
         guard stored.count <= sizeLimit else {
             throw StorageError.invalidInput("value of \(stored.count) stored bytes exceeds sizeLimit \(sizeLimit)")
         }
-        let now = configuration.now()
-        let nowMilliseconds = now.milliseconds
-        let inline = stored.count < configuration.inlineThreshold
-        // The digest names a blob file; an inline row needs none (its checksum covers the key).
-        let hash = inline ? "" : configuration.keyHashing.hexDigest(key)
-        let file = inline ? nil : BlobFiles.makeName(hash: hash)
-        if let file { try writeBlob(stored, name: file) }
-
-        let row = DiskIndex.Row(
-            key: key, hash: hash, file: file, size: stored.count, originalSize: data.count, encoding: encoding,
-            crc: Self.checksum(key: key, stored: stored), created: nowMilliseconds,
-            expires: expiry.expirationDate(from: now)?.milliseconds,
-            inlineData: inline ? stored : nil, metadata: metadata, sliding: expiry.slidingInterval?.milliseconds)
-
-        let obsolete: [String]?
-        do {
-            obsolete = try withLiveIndex { state, index in
-                // Lifetimes this process renewed decide whether the entry is live.
-                let ranking: LoggedReads = onlyIfAbsent ? .renewalsFirst : .asNeeded
-                let obsolete: [String]? = try withWriteTransaction(index, ranking: ranking) { transaction in
-                    if onlyIfAbsent, case let expires? = try index.reads.expiry(forKey: key),
-                       expires.map({ $0 > nowMilliseconds }) ?? true {
-                        return nil
-                    }
-                    let obsolete = try policy.write(row, in: self, state: &state, transaction: transaction, now: nowMilliseconds)
-                    if !tags.isEmpty { try index.tags.tag(key, with: tags) }
-                    return obsolete
-                }
-                guard obsolete != nil else { return nil }
-                state.statistics.writes += 1
-                checkpointIfDue(&state, index: index)
-                return obsolete
-            }
-        } catch {
-            if let file { files.remove(name: file) }
-            throw error
-        }
-        guard let obsolete else {
-            if let file { files.remove(name: file) }
-            return false
-        }
-        for name in obsolete { files.remove(name: name) }
-        return true
+        return EncodedWrite(
+            key: write.key, stored: stored, encoding: encoding, originalSize: write.data.count, expiry: expiry,
+            metadata: write.metadata)
     }
 
-    /// A write to a store whose ``Configuration/countLimit`` or ``Configuration/sizeLimit`` is 0:
-    /// accepted (it counts as a write) and immediately evicted, so the previous value of `key`
-    /// goes too and nothing is written to disk.
-    private func acceptAndEvict(key: String) throws {
-        let removed: (existed: Bool, file: String?) = try withLiveIndex { state, index in
-            let removed = try withWriteTransaction(index, ranking: .asNeeded) { _ in try index.delete(key: key) }
-            state.statistics.writes += 1
-            state.statistics.evictions += 1
-            state.recordRemoval(key, .evicted)
+    /// The index row of `write` at `now`, naming a fresh blob file unless the value is inline.
+    private func makeRow(_ write: EncodedWrite, now: Date) -> DiskIndex.Row {
+        let inline = write.stored.count < configuration.inlineThreshold
+        // The digest names a blob file; an inline row needs none (its checksum covers the key).
+        let hash = inline ? "" : configuration.keyHashing.hexDigest(write.key)
+        return DiskIndex.Row(
+            key: write.key, hash: hash, file: inline ? nil : BlobFiles.makeName(hash: hash), size: write.stored.count,
+            originalSize: write.originalSize, encoding: write.encoding,
+            crc: Self.checksum(key: write.key, stored: write.stored), created: now.milliseconds,
+            expires: write.expiry.expirationDate(from: now)?.milliseconds,
+            inlineData: inline ? write.stored : nil, metadata: write.metadata,
+            sliding: write.expiry.slidingInterval?.milliseconds)
+    }
+
+    /// `items` without those a later item of the same key replaces, in order.
+    private static func lastWritePerKey<Item>(_ items: [Item], key: (Item) -> String) -> [Item] {
+        guard items.count > 1 else { return items }
+        var seen = Set<String>(minimumCapacity: items.count)
+        var kept: [Item] = []
+        kept.reserveCapacity(items.count)
+        for item in items.reversed() where seen.insert(key(item)).inserted { kept.append(item) }
+        return kept.reversed()
+    }
+
+    /// Commits `rows` (their blob files written) in one write transaction, each placed by the
+    /// policy as a single write's row is; then removes the files no row names any more. If the
+    /// transaction does not commit, removes every file of `rows`. Returns the rows stored.
+    private func commit(_ rows: [DiskIndex.Row], onlyIfAbsent: Bool, tags: Set<String>, now: Int64) throws -> Int {
+        let outcome: (stored: Int, obsolete: [String])
+        do {
+            outcome = try withLiveIndex { state, index in
+                // Lifetimes this process renewed decide whether an entry is live.
+                let ranking: LoggedReads = onlyIfAbsent ? .renewalsFirst : .asNeeded
+                let outcome: (stored: Int, obsolete: [String]) = try withWriteTransaction(index, ranking: ranking) { transaction in
+                    var stored = 0
+                    var obsolete: [String] = []
+                    for row in rows {
+                        if onlyIfAbsent, case let expires? = try index.reads.expiry(forKey: row.key),
+                           expires.map({ $0 > now }) ?? true {
+                            if let file = row.file { obsolete.append(file) }
+                            continue
+                        }
+                        obsolete += try policy.write(row, in: self, state: &state, transaction: transaction, now: now)
+                        if !tags.isEmpty { try index.tags.tag(row.key, with: tags) }
+                        stored += 1
+                    }
+                    return (stored, obsolete)
+                }
+                if outcome.stored > 0 {
+                    state.statistics.writes += outcome.stored
+                    checkpointIfDue(&state, index: index, writes: outcome.stored)
+                }
+                return outcome
+            }
+        } catch {
+            for case let file? in rows.map(\.file) { files.remove(name: file) }
+            throw error
+        }
+        for name in outcome.obsolete { files.remove(name: name) }
+        return outcome.stored
+    }
+
+    /// Writes to a store whose ``Configuration/countLimit`` or ``Configuration/sizeLimit`` is 0:
+    /// accepted (each counts as a write) and immediately evicted, in one transaction, so the
+    /// previous values of `keys` go too and nothing is written to disk.
+    private func acceptAndEvict(keys: [String]) throws {
+        guard !keys.isEmpty else { return }
+        let removed: [String] = try withLiveIndex { state, index in
+            let removed: [String] = try withWriteTransaction(index, ranking: .asNeeded) { _ in
+                try keys.compactMap { try index.delete(key: $0).file }
+            }
+            state.statistics.writes += keys.count
+            state.statistics.evictions += keys.count
+            for key in keys { state.recordRemoval(key, .evicted) }
             return removed
         }
-        if let file = removed.file { files.remove(name: file) }
+        for name in removed { files.remove(name: name) }
     }
 
     /// Removes the entry for `key`.
@@ -153,8 +254,9 @@ extension DiskStore {
         }
     }
 
-    func checkpointIfDue(_ state: inout State, index: DiskIndex) {
-        state.writesSinceCheckpoint += 1
+    /// Counts `writes` committed rows toward the next checkpoint, and checkpoints when one is due.
+    func checkpointIfDue(_ state: inout State, index: DiskIndex, writes: Int) {
+        state.writesSinceCheckpoint += writes
         guard state.writesSinceCheckpoint >= Self.checkpointInterval else { return }
         state.writesSinceCheckpoint = 0
         // Only a log the passive checkpoints fail to start over (readers in other connections
