@@ -237,6 +237,39 @@ struct DiskStoreBatchWriteTests {
         #expect(try store.value(forKey: "new blob") == DiskStoreTests.bytes(50_000, seed: 2))
     }
 
+    @Test func aWriterKilledDuringBatchesLeavesOneWholeBatch() async throws {
+        let directory = folder.url.appendingPathComponent("killed")
+        let keys = 64
+        for round in 0..<5 {
+            // Given a helper process writing generations of 64 keys, one batch each, killed at
+            // a random moment after its second batch
+            let lastDone: Int = try await withChildProcesses { scope in
+                let child = try CrashHelper.start(in: scope, ["batch", directory.path, "\(keys)"])
+                let started = await child.waitForOutputLine(prefix: "done 2", timeout: .seconds(300))
+                #expect(started != nil, "round \(round): \(child.standardError)")
+                try await Task.sleep(for: .milliseconds(Int.random(in: 0..<50)))
+                child.kill()
+                await child.waitForOutput()
+                #expect(child.wasKilledBySignal, "round \(round): \(child.standardError)")
+                let done = child.standardOutput.split(separator: "\n").compactMap { Int($0.dropFirst("done ".count)) }
+                return done.last ?? 0
+            }
+            // When the directory is opened again
+            let store = try DiskStore(directory: directory, configuration: StoreChecks.configuration())
+            defer { store.close() }
+            // Then every key holds the same generation: the last one done, or the one in flight
+            let generations = try (0..<keys).map { index -> Int? in
+                guard let data = try store.value(forKey: "k\(index)") else { return nil }
+                let fields = String(decoding: data.prefix(32), as: UTF8.self).split(separator: " ")
+                #expect(fields.count >= 2 && fields[1] == "k\(index)", "round \(round): another key's bytes")
+                return Int(fields[0])
+            }
+            #expect(Set(generations).count == 1, "round \(round): generations \(Set(generations))")
+            let generation = try #require(generations.first ?? nil, "round \(round): no value")
+            #expect(generation == lastDone || generation == lastDone + 1, "round \(round): \(generation) after \(lastDone) done")
+        }
+    }
+
     // MARK: - Limits
 
     @Test(arguments: [EvictionPolicy.lru, .s3fifo], ["countLimit", "sizeLimit"])
