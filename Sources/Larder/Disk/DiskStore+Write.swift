@@ -52,58 +52,56 @@ extension DiskStore {
     /// - Complexity: One write transaction and one blob file per value of at least
     ///   ``Configuration/inlineThreshold`` stored bytes.
     public func setValues(_ writes: [TierWrite]) throws {
-        _ = try write(writes, onlyIfAbsent: false)
-    }
-
-    /// A single write; see ``write(_:onlyIfAbsent:tags:)``. Returns whether it stored the value.
-    func write(
-        _ data: Data, forKey key: String, expiry: Expiry?, metadata: Data?, isCompressible: Bool, onlyIfAbsent: Bool,
-        tags: Set<String> = []
-    ) throws -> Bool {
-        let write = TierWrite(key: key, data: data, expiry: expiry, metadata: metadata, isCompressible: isCompressible)
-        return try self.write([write], onlyIfAbsent: onlyIfAbsent, tags: tags) == 1
-    }
-
-    /// The one write behind every public form: checks every write, then (with no lock held)
-    /// compresses, checksums and writes the blob files, then commits every row in one write
-    /// transaction. A key written twice keeps its last write. With `onlyIfAbsent`, a key with a
-    /// live entry is left as it is, decided inside the transaction. `tags` are written with
-    /// each row, in its transaction (see ``DiskTagIndex``). Returns the number of rows stored.
-    func write(_ writes: [TierWrite], onlyIfAbsent: Bool, tags: Set<String> = []) throws -> Int {
-        guard !writes.isEmpty else { return 0 }
+        guard !writes.isEmpty else { return }
         var expiries: [Expiry] = []
         expiries.reserveCapacity(writes.count)
-        for write in writes { expiries.append(try checkedExpiry(of: write)) }
-
+        for write in writes { expiries.append(try checkedExpiry(write.expiry, metadata: write.metadata)) }
         if countLimit == 0 || sizeLimit == 0 {
-            var keys = Self.lastWritePerKey(writes.map(\.key), key: { $0 })
-            if onlyIfAbsent { keys = try keys.filter { try !containsValue(forKey: $0) } }
-            try acceptAndEvict(keys: keys)
-            return keys.count
+            return try acceptAndEvict(keys: Self.lastWritePerKey(writes.map(\.key), key: { $0 }))
         }
 
-        // Work that needs no lock: encode, checksum, hash, write the blobs.
-        var encoded: [EncodedWrite] = []
+        // Work that needs no lock: encode and check every value, then hash, checksum and write
+        // the blobs of the last write of each key.
+        var encoded: [EncodedValue] = []
         encoded.reserveCapacity(writes.count)
-        for (write, expiry) in zip(writes, expiries) { encoded.append(try encode(write, expiry: expiry)) }
+        for (write, expiry) in zip(writes, expiries) {
+            encoded.append(try encode(write.data, forKey: write.key, expiry: expiry, metadata: write.metadata,
+                                      isCompressible: write.isCompressible))
+        }
         let now = configuration.now()
         var rows: [DiskIndex.Row] = []
         rows.reserveCapacity(encoded.count)
         do {
-            for write in Self.lastWritePerKey(encoded, key: \.key) {
-                let row = makeRow(write, now: now)
-                if let file = row.file { try writeBlob(write.stored, name: file) }
-                rows.append(row)
-            }
+            for value in Self.lastWritePerKey(encoded, key: \.key) { rows.append(try writeRow(of: value, now: now)) }
         } catch {
             for case let file? in rows.map(\.file) { files.remove(name: file) }
             throw error
         }
-        return try commit(rows, onlyIfAbsent: onlyIfAbsent, tags: tags, now: now.milliseconds)
+        _ = try commit(rows, onlyIfAbsent: false, tags: [], now: now.milliseconds)
     }
 
-    /// A write checked and encoded: the bytes its row stores, before any file is written.
-    private struct EncodedWrite {
+    /// A write; with `onlyIfAbsent`, one that stores nothing (and returns `false`) when a live
+    /// entry exists for `key`, decided inside the write transaction. `tags` are written with the
+    /// row, in its transaction (see ``DiskTagIndex``).
+    func write(
+        _ data: Data, forKey key: String, expiry: Expiry?, metadata: Data?, isCompressible: Bool, onlyIfAbsent: Bool,
+        tags: Set<String> = []
+    ) throws -> Bool {
+        let expiry = try checkedExpiry(expiry, metadata: metadata)
+        if countLimit == 0 || sizeLimit == 0 {
+            if onlyIfAbsent, try containsValue(forKey: key) { return false }
+            try acceptAndEvict(keys: [key])
+            return true
+        }
+        // Work that needs no lock: encode, checksum, hash, write the blob.
+        let value = try encode(data, forKey: key, expiry: expiry, metadata: metadata, isCompressible: isCompressible)
+        let now = configuration.now()
+        let row = try writeRow(of: value, now: now)
+        return try commit([row], onlyIfAbsent: onlyIfAbsent, tags: tags, now: now.milliseconds) == 1
+    }
+
+    /// A value checked and encoded: the bytes its row stores, before any file is written.
+    private struct EncodedValue {
         var key: String
         var stored: Data
         var encoding: Encoding
@@ -112,23 +110,25 @@ extension DiskStore {
         var metadata: Data?
     }
 
-    /// The write's expiry (`nil` takes the default), once it and the metadata are found valid.
-    private func checkedExpiry(of write: TierWrite) throws -> Expiry {
-        let expiry = write.expiry ?? configuration.defaultExpiry
+    /// `expiry` (`nil` takes the default), once it and `metadata` are found valid.
+    private func checkedExpiry(_ expiry: Expiry?, metadata: Data?) throws -> Expiry {
+        let expiry = expiry ?? configuration.defaultExpiry
         guard expiry.isValid else { throw StorageError.invalidInput("expiry \(expiry) is not a finite time") }
-        if let metadata = write.metadata, metadata.count > Self.metadataLimit {
+        if let metadata, metadata.count > Self.metadataLimit {
             throw StorageError.invalidInput("metadata of \(metadata.count) bytes exceeds \(Self.metadataLimit) bytes")
         }
         return expiry
     }
 
-    /// Compresses the write's bytes when that makes them smaller, and checks the size limit.
-    private func encode(_ write: TierWrite, expiry: Expiry) throws -> EncodedWrite {
-        var stored = write.data
+    /// Compresses `data` when that makes it smaller, and checks the size limit.
+    private func encode(
+        _ data: Data, forKey key: String, expiry: Expiry, metadata: Data?, isCompressible: Bool
+    ) throws -> EncodedValue {
+        var stored = data
         var encoding = Encoding.raw
-        if case .gzip(let level) = configuration.compression, write.isCompressible, !write.data.isEmpty {
-            let packed = try Gzip.compress(write.data, level: level)
-            if packed.count < write.data.count {
+        if case .gzip(let level) = configuration.compression, isCompressible, !data.isEmpty {
+            let packed = try Gzip.compress(data, level: level)
+            if packed.count < data.count {
                 stored = packed
                 encoding = .gzip
             }
@@ -136,23 +136,23 @@ extension DiskStore {
         guard stored.count <= sizeLimit else {
             throw StorageError.invalidInput("value of \(stored.count) stored bytes exceeds sizeLimit \(sizeLimit)")
         }
-        return EncodedWrite(
-            key: write.key, stored: stored, encoding: encoding, originalSize: write.data.count, expiry: expiry,
-            metadata: write.metadata)
+        return EncodedValue(
+            key: key, stored: stored, encoding: encoding, originalSize: data.count, expiry: expiry, metadata: metadata)
     }
 
-    /// The index row of `write` at `now`, naming a fresh blob file unless the value is inline.
-    private func makeRow(_ write: EncodedWrite, now: Date) -> DiskIndex.Row {
-        let inline = write.stored.count < configuration.inlineThreshold
+    /// The index row of `value` written at `now`; a value of at least the inline threshold
+    /// goes to a fresh blob file, written here (`tmp/`, then renamed into place).
+    private func writeRow(of value: EncodedValue, now: Date) throws -> DiskIndex.Row {
+        let inline = value.stored.count < configuration.inlineThreshold
         // The digest names a blob file; an inline row needs none (its checksum covers the key).
-        let hash = inline ? "" : configuration.keyHashing.hexDigest(write.key)
+        let hash = inline ? "" : configuration.keyHashing.hexDigest(value.key)
+        let file = inline ? nil : BlobFiles.makeName(hash: hash)
+        if let file { try writeBlob(value.stored, name: file) }
         return DiskIndex.Row(
-            key: write.key, hash: hash, file: inline ? nil : BlobFiles.makeName(hash: hash), size: write.stored.count,
-            originalSize: write.originalSize, encoding: write.encoding,
-            crc: Self.checksum(key: write.key, stored: write.stored), created: now.milliseconds,
-            expires: write.expiry.expirationDate(from: now)?.milliseconds,
-            inlineData: inline ? write.stored : nil, metadata: write.metadata,
-            sliding: write.expiry.slidingInterval?.milliseconds)
+            key: value.key, hash: hash, file: file, size: value.stored.count, originalSize: value.originalSize,
+            encoding: value.encoding, crc: Self.checksum(key: value.key, stored: value.stored), created: now.milliseconds,
+            expires: value.expiry.expirationDate(from: now)?.milliseconds, inlineData: inline ? value.stored : nil,
+            metadata: value.metadata, sliding: value.expiry.slidingInterval?.milliseconds)
     }
 
     /// `items` without those a later item of the same key replaces, in order.
@@ -183,7 +183,8 @@ extension DiskStore {
                             if let file = row.file { obsolete.append(file) }
                             continue
                         }
-                        obsolete += try policy.write(row, in: self, state: &state, transaction: transaction, now: now)
+                        let replaced = try policy.write(row, in: self, state: &state, transaction: transaction, now: now)
+                        if obsolete.isEmpty { obsolete = replaced } else { obsolete += replaced }
                         if !tags.isEmpty { try index.tags.tag(row.key, with: tags) }
                         stored += 1
                     }
