@@ -1,4 +1,4 @@
-// A child process for the fault tests. Two modes:
+// A child process for the fault tests. Its modes:
 //
 //   LarderCrashHelper write <directory> <log> [name=value…]
 //       Writes (and sometimes removes) keys in a loop until it is killed or has done
@@ -42,6 +42,12 @@
 //       before creating it), then inserts `name` for each key if absent, printing "won <key>"
 //       for each it inserted, and "done" at the end.
 //
+//   LarderCrashHelper batch <directory> <keys>
+//       Writes generation 1, 2, 3… of `keys` keys ("k0", "k1", …) until it is killed, each
+//       generation in one `setValues` batch, and prints "done <generation>" after each. A value
+//       starts with "<generation> <key> " (every fourth one is large enough for a blob file), so
+//       the parent can check that the directory holds one whole generation.
+//
 //   LarderCrashHelper spawn <mode> <arguments…>
 //       An intermediate parent for the orphan tests: starts the helper again with the given
 //       mode and arguments, prints "child <pid>", and waits until it is killed.
@@ -75,6 +81,7 @@ case "spawn": runSpawn()
 case "atomic": runAtomic()
 case "coherence": runCoherence()
 case "coherence-create": runCoherenceCreate()
+case "batch": runBatch()
 default: fail("unknown mode \(arguments[1])", code: 64)
 }
 
@@ -92,6 +99,33 @@ func watchParent() {
             usleep(100_000)
             if orphaned() { _exit(75) }
         }
+    }
+}
+
+// MARK: - batch
+
+func runBatch() {
+    guard arguments.count >= 4, let keyCount = Int(arguments[3]) else { fail("batch needs <directory> <keys>", code: 64) }
+    let store: DiskStore
+    do {
+        store = try DiskStore(directory: URL(fileURLWithPath: arguments[2]))
+    } catch {
+        fail("cannot open store: \(error)", code: 70)
+    }
+    var generation = 0
+    while true {
+        generation += 1
+        let writes = (0..<keyCount).map { index in
+            let key = "k\(index)"
+            let padding = Data(repeating: UInt8(truncatingIfNeeded: generation &* 31 &+ index), count: index % 4 == 0 ? 20_000 : 100)
+            return TierWrite(key: key, data: Data("\(generation) \(key) ".utf8) + padding, isCompressible: false)
+        }
+        do {
+            try store.setValues(writes)
+        } catch {
+            fail("batch \(generation) failed: \(error)", code: 70)
+        }
+        FileHandle.standardOutput.write(Data("done \(generation)\n".utf8))
     }
 }
 

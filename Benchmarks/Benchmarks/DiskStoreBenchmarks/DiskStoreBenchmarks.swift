@@ -5,7 +5,8 @@ import Foundation
 import Larder
 
 // DiskStore: set, get hit, get miss, delete, overwrite and writes that trigger eviction, for
-// values of 100 B, 4 KiB, 100 KiB and 1 MiB; gzip off and on; 1 and 2 threads.
+// values of 100 B, 4 KiB, 100 KiB and 1 MiB; gzip off and on; 1 and 2 threads; 100 values in one
+// batch write against 100 single writes.
 // Run: cd Benchmarks && swift package benchmark --target DiskStoreBenchmarks
 //      (--filter 'DiskStore.get.*' for a subset)
 //
@@ -113,5 +114,15 @@ let benchmarks: @Sendable () -> Void = {
                 }
             }
         }
+    }
+
+    // 100 new values of 4 KiB per iteration: one `setValues` (one transaction) against 100
+    // `setValue` calls (one transaction each).
+    let batch = 100
+    disk("DiskStore.setValues(\(batch) × 4KiB)", bytes: 4096, prefill: 0, maxIterations: 200) { store, f, i in
+        try store.setValues((0..<batch).map { TierWrite(key: "new-\(i)-\($0)", data: f.value) })
+    }
+    disk("DiskStore.setValue(\(batch) × 4KiB, one by one)", bytes: 4096, prefill: 0, maxIterations: 200) { store, f, i in
+        for j in 0..<batch { try store.setValue(f.value, forKey: "new-\(i)-\(j)") }
     }
 }
