@@ -60,7 +60,7 @@ extension Storage where Value: Sendable {
         Task {
             for key in later {
                 _ = try? await self.turns.withTurn(key) {
-                    try await self.removeLocally(forKey: key, tiers: local)
+                    _ = try await self.removeLocally(forKey: key, tiers: local)
                     for tier in self.localTiers { try self.dropStaleCopy(forKey: key, in: tier) }
                 }
             }
