@@ -20,6 +20,13 @@ public struct MetaFlag: Sendable, Hashable, CustomStringConvertible {
         self.token = token
     }
 
+    /// A flag whose token is `number` in decimal; Larder's own flags are made this way, without
+    /// the checks of the public initializer (they run on every command).
+    init(code: UInt8, number: some BinaryInteger) {
+        self.code = code
+        self.token = Array(String(number).utf8)
+    }
+
     /// The token as text.
     public var tokenString: String { String(decoding: token, as: UTF8.self) }
 
@@ -28,29 +35,29 @@ public struct MetaFlag: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { String(UnicodeScalar(code)) + tokenString }
 
-    // Flags Larder sends and reads.
+    // Flags Larder sends and reads (made from ASCII bytes: no `Character` checks per command).
     /// `v`: return the value.
-    public static var value: MetaFlag { MetaFlag("v") }
+    public static var value: MetaFlag { MetaFlag(code: UInt8(ascii: "v"), token: []) }
     /// `t`: return the remaining TTL in seconds (-1 = none).
-    public static var remainingTTL: MetaFlag { MetaFlag("t") }
+    public static var remainingTTL: MetaFlag { MetaFlag(code: UInt8(ascii: "t"), token: []) }
     /// `c`: return the CAS value.
-    public static var cas: MetaFlag { MetaFlag("c") }
+    public static var cas: MetaFlag { MetaFlag(code: UInt8(ascii: "c"), token: []) }
     /// `k`: return the key.
-    public static var key: MetaFlag { MetaFlag("k") }
+    public static var key: MetaFlag { MetaFlag(code: UInt8(ascii: "k"), token: []) }
     /// `q`: quiet mode (a miss of `mg`, the `HD` of `ms`/`md` are not sent).
-    public static var quiet: MetaFlag { MetaFlag("q") }
+    public static var quiet: MetaFlag { MetaFlag(code: UInt8(ascii: "q"), token: []) }
     /// `I`: invalidate (soft delete with `md`, or a set that is stale with `ms`).
-    public static var invalidate: MetaFlag { MetaFlag("I") }
+    public static var invalidate: MetaFlag { MetaFlag(code: UInt8(ascii: "I"), token: []) }
     /// `O<token>`: opaque, echoed in the reply.
-    public static func opaque(_ value: UInt32) -> MetaFlag { MetaFlag("O", String(value)) }
+    public static func opaque(_ value: UInt32) -> MetaFlag { MetaFlag(code: UInt8(ascii: "O"), number: value) }
     /// `T<seconds>`: set the TTL.
-    public static func ttl(_ seconds: Int64) -> MetaFlag { MetaFlag("T", String(seconds)) }
+    public static func ttl(_ seconds: Int64) -> MetaFlag { MetaFlag(code: UInt8(ascii: "T"), number: seconds) }
     /// `N<seconds>`: on a miss, create a placeholder with this TTL and win the lease (vivify).
-    public static func vivify(_ seconds: Int64) -> MetaFlag { MetaFlag("N", String(seconds)) }
+    public static func vivify(_ seconds: Int64) -> MetaFlag { MetaFlag(code: UInt8(ascii: "N"), number: seconds) }
     /// `C<cas>`: compare and swap.
-    public static func compareCAS(_ cas: UInt64) -> MetaFlag { MetaFlag("C", String(cas)) }
+    public static func compareCAS(_ cas: UInt64) -> MetaFlag { MetaFlag(code: UInt8(ascii: "C"), number: cas) }
     /// `E<cas>`: use this CAS value for the new item.
-    public static func explicitCAS(_ cas: UInt64) -> MetaFlag { MetaFlag("E", String(cas)) }
+    public static func explicitCAS(_ cas: UInt64) -> MetaFlag { MetaFlag(code: UInt8(ascii: "E"), number: cas) }
 }
 
 extension Array where Element == MetaFlag {
