@@ -231,6 +231,8 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
         public var breakerOpens = 0
         /// Calls refused at once by the open breaker.
         public var breakerRejections = 0
+        /// Servers whose circuit breaker is open now (a state, not a count of events).
+        public var openBreakers = 0
         /// Reads of many keys in one quiet batch (``MemcachedStore/entries(forKeys:)``).
         public var batchReads = 0
         /// Writes of many keys in one quiet batch per server (``MemcachedStore/setValues(_:)``).
@@ -347,6 +349,7 @@ public final class MemcachedStore: LeasingCacheTier, BatchReadingCacheTier {
             statistics.breakerOpens += counters.breakerOpens.load(ordering: .relaxed)
             statistics.breakerRejections += counters.breakerRejections.load(ordering: .relaxed)
             statistics.pendingRecoveryDeletes += member.journal.count
+            if member.connections.isBreakerOpen { statistics.openBreakers += 1 }
         }
         return statistics
     }

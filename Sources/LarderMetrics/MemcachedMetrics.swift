@@ -49,11 +49,13 @@ public final class MemcachedMetrics: Sendable {
             counters: MemcachedStore.Statistics.sharedCounters(system: "memcached", label: label, factory: factory),
             gauges: [
                 (Gauge(label: Name.pendingRecoveryDeletes, dimensions: [("store", label)], factory: factory), \.pendingRecoveryDeletes),
+                (Gauge(label: Name.openBreakers, dimensions: [("store", label)], factory: factory), \.openBreakers),
             ]))
     }
 
     /// Reads the store's counters once and reports what each grew by since the previous report,
-    /// and the deletes still owed to servers that were unreachable as a gauge.
+    /// and, as gauges, the deletes still owed to servers that were unreachable and the servers
+    /// whose breaker is open.
     ///
     /// Safe to call from any thread; reports are serialized, so every increment is reported once.
     public func report() {
@@ -99,6 +101,8 @@ extension MemcachedMetrics {
         public static let breakerRejections = "larder_memcached_breaker_rejections_total"
         /// Gauge: deletes owed to servers that missed a write or removal.
         public static let pendingRecoveryDeletes = "larder_memcached_pending_recovery_deletes"
+        /// Gauge: servers whose circuit breaker is open now.
+        public static let openBreakers = "larder_memcached_open_breakers"
     }
 }
 

@@ -57,11 +57,11 @@ public final class RedisMetrics: Sendable {
                 (counter(Name.localCopyResets), \.localCopyResets),
                 (counter(Name.trackingSubscriptions), \.trackingSubscriptions),
             ],
-            gauges: [(gauge(Name.trackedKeys), \.trackedKeys)]))
+            gauges: [(gauge(Name.trackedKeys), \.trackedKeys), (gauge(Name.openBreakers), \.openBreakers)]))
     }
 
     /// Reads the store's counters once and reports what each grew by since the previous report,
-    /// and the keys whose local copies the store follows now as a gauge.
+    /// and, as gauges, the keys whose local copies the store follows now and the open breakers.
     ///
     /// Safe to call from any thread; reports are serialized, so every increment is reported once.
     public func report() {
@@ -113,6 +113,8 @@ extension RedisMetrics {
         public static let trackingSubscriptions = "larder_redis_tracking_subscriptions_total"
         /// Gauge: keys whose local copies the store follows now.
         public static let trackedKeys = "larder_redis_tracked_keys"
+        /// Gauge: servers (cluster nodes) whose circuit breaker is open now.
+        public static let openBreakers = "larder_redis_open_breakers"
     }
 }
 #endif

@@ -207,6 +207,9 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
         public var breakerOpens = 0
         /// Calls refused at once by the open breaker.
         public var breakerRejections = 0
+        /// Servers (cluster nodes) whose circuit breaker is open now: a state, not a count of
+        /// events.
+        public var openBreakers = 0
         /// Reads of many keys in pipelined `MGET`s.
         public var batchReads = 0
         /// `invalidate` pushes received.
@@ -353,6 +356,7 @@ public final class RedisStore: LeasingCacheTier, BatchReadingCacheTier, Invalida
         statistics.timeouts = poolCounters.timeouts.load(ordering: .relaxed)
         statistics.breakerOpens = poolCounters.breakerOpens.load(ordering: .relaxed)
         statistics.breakerRejections = poolCounters.breakerRejections.load(ordering: .relaxed)
+        statistics.openBreakers = servers.openBreakers
         statistics.trackingSubscriptions = tracking?.subscriptionCount ?? 0
         if let cluster = servers as? RedisCluster {
             statistics.redirections = cluster.redirections.load(ordering: .relaxed)

@@ -29,6 +29,13 @@ package final class CircuitBreaker: Sendable {
     /// Whether the server's last call succeeded and the breaker is closed.
     package var isHealthy: Bool { healthy.load(ordering: .relaxed) }
 
+    /// Whether the breaker is open now: calls are refused at once, but for one probe each
+    /// cooldown.
+    package var isOpen: Bool {
+        if healthy.load(ordering: .relaxed) { return false }
+        return state.withLock { $0.openUntil != nil }
+    }
+
     /// Whether a call may go out now: always while closed; while open, only the first call
     /// after the cooldown (the probe).
     package func admit(now: NIODeadline = .now()) -> Bool {

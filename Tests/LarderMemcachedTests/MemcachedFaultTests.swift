@@ -231,13 +231,14 @@ struct MemcachedFaultTests {
         let port = try MemcachedServer.freePort() // nothing listens here
         let store = try MemcachedStore(configuration: .init(
             port: port, deadline: .milliseconds(100), reconnectBackoff: (.milliseconds(1), .milliseconds(2)),
-            breakerThreshold: 3, breakerCooldown: .seconds(30)))
+            breakerThreshold: 3, breakerCooldown: .seconds(3_600)))
+        #expect(store.statistics.openBreakers == 0)
         for _ in 0..<10 {
             await #expect(throws: StorageError.self) { try await store.entry(forKey: "k") }
             try await Task.sleep(for: .milliseconds(3))
         }
         let statistics = store.statistics
-        #expect(statistics.breakerOpens == 1)
+        #expect(statistics.breakerOpens == 1 && statistics.openBreakers == 1)
         #expect(statistics.breakerRejections >= 6)
         await store.close()
     }

@@ -11,9 +11,10 @@ struct MemcachedMetricsTests {
         // Given a memcached tier whose only server refuses connections (nothing listens on
         // port 1 of loopback), after reads that fail
         let store = try MemcachedStore(configuration: .init(servers: [.init(host: "127.0.0.1", port: 1)]))
-        for index in 0..<5 { _ = try? await store.entry(forKey: "k\(index)") }
+        for index in 0..<10 { _ = try? await store.entry(forKey: "k\(index)") }
         let statistics = store.statistics
         try #require(statistics.errors > 0)
+        #expect(statistics.openBreakers == 1, "eight failures in a row open the breaker, until a call succeeds")
 
         // When the reporter reports
         let metrics = TestMetrics()
@@ -34,6 +35,7 @@ struct MemcachedMetricsTests {
         #expect(
             try metrics.expectGauge(MemcachedMetrics.Name.pendingRecoveryDeletes, dimensions).lastValue
                 == Double(statistics.pendingRecoveryDeletes))
+        #expect(try metrics.expectGauge(MemcachedMetrics.Name.openBreakers, dimensions).lastValue == Double(statistics.openBreakers))
 
         // and a later failure is added once, by the next report
         _ = try? await store.entry(forKey: "later")

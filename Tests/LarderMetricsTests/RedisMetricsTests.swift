@@ -9,11 +9,13 @@ import Testing
 struct RedisMetricsTests {
     @Test func reportsTheStoresOwnCountersWhenItsServerIsUnreachable() async throws {
         // Given a Redis tier whose server refuses connections (nothing listens on port 1 of
-        // loopback), after reads that fail
-        let store = try RedisStore(configuration: .init(port: 1, deadline: .seconds(300), isTrackingEnabled: false))
+        // loopback) and whose breaker opens after three failures, after reads that fail
+        let store = try RedisStore(configuration: .init(
+            port: 1, deadline: .seconds(300), breakerThreshold: 3, breakerCooldown: .seconds(3_600), isTrackingEnabled: false))
         for index in 0..<5 { _ = try? await store.entry(forKey: "k\(index)") }
         let statistics = store.statistics
         try #require(statistics.errors == 5)
+        #expect(statistics.openBreakers == 1)
 
         // When the reporter reports
         let metrics = TestMetrics()
@@ -32,6 +34,7 @@ struct RedisMetricsTests {
             try metrics.expectCounter(RedisMetrics.Name.leases, dimensions + [("outcome", "waited")]).totalValue
                 == Int64(statistics.leaseWaits))
         #expect(try metrics.expectGauge(RedisMetrics.Name.trackedKeys, dimensions).lastValue == Double(statistics.trackedKeys))
+        #expect(try metrics.expectGauge(RedisMetrics.Name.openBreakers, dimensions).lastValue == 1)
 
         // and a later failure is added once, by the next report
         _ = try? await store.entry(forKey: "later")

@@ -230,7 +230,7 @@ struct RedisStoreTests {
             (error as? StorageError)?.code == .io
         }
         // The breaker opened after two failures: calls now fail at once.
-        #expect(store.statistics.breakerOpens == 1)
+        #expect(store.statistics.breakerOpens == 1 && store.statistics.openBreakers == 1)
         #expect(store.statistics.breakerRejections >= 1)
         #expect(store.statistics.errors >= 3)
         await store.close()

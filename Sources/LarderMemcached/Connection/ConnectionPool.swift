@@ -57,6 +57,8 @@ final class ConnectionPool: Sendable {
     private let inFlight = Atomic<Int>(0)
     private let direct: DirectSocket
     let counters = PoolCounters()
+    /// Whether the server's circuit breaker is open now.
+    var isBreakerOpen: Bool { breaker.isOpen }
     /// Run tasks on each connection's event loop, in the connections' order.
     let executors: [EventLoopTaskExecutor]
     /// Runs tasks on the first connection's event loop.

@@ -62,6 +62,10 @@ final class RedisCluster: RedisServers {
         return pools.lazy.compactMap { $0.lastRefusal.withLock { $0 } }.first
     }
 
+    var openBreakers: Int {
+        state.withLock { Array($0.pools.values) }.filter(\.isBreakerOpen).count
+    }
+
     // MARK: - Sending
 
     func send(_ commands: [[RESPArgument]], routedBy key: [UInt8]?) async throws -> [RESPValue] {

@@ -49,6 +49,8 @@ final class RedisConnectionPool: Sendable {
     let counters: PoolCounters
     /// The last handshake refusal (a wrong password), kept so every later failure names it.
     let lastRefusal = Mutex<RedisError?>(nil)
+    /// Whether the server's circuit breaker is open now.
+    var isBreakerOpen: Bool { breaker.isOpen }
 
     /// A pool whose counters add to `counters` (a cluster's pools share one).
     init(settings: Settings, group: any EventLoopGroup, counters: PoolCounters = PoolCounters()) {

@@ -32,6 +32,9 @@ protocol RedisServers: Sendable {
     /// The counters every pool of these servers adds to.
     var poolCounters: PoolCounters { get }
 
+    /// How many of the servers' circuit breakers are open now.
+    var openBreakers: Int { get }
+
     /// The servers as an error message names them.
     var name: String { get }
 
@@ -63,6 +66,8 @@ extension RedisConnectionPool: RedisServers {
     var refusal: RedisError? { lastRefusal.withLock { $0 } }
 
     var poolCounters: PoolCounters { counters }
+
+    var openBreakers: Int { isBreakerOpen ? 1 : 0 }
 
     var name: String { "\(settings.host):\(settings.port)" }
 }
