@@ -12,7 +12,7 @@ import Testing
 @Suite(.enabled(if: MemcachedServer.shouldRun), .timeLimit(.minutes(10)))
 struct MemcachedStoreTests {
     static func store(port: Int, _ configure: (inout MemcachedStore.Configuration) -> Void = { _ in }) throws -> MemcachedStore {
-        var configuration = MemcachedStore.Configuration(port: port, namespace: "t:", deadline: .seconds(60))
+        var configuration = MemcachedStore.Configuration(port: port, namespace: "t:", deadline: .seconds(300))
         configure(&configuration)
         return try MemcachedStore(configuration: configuration)
     }

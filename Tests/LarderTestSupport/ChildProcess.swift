@@ -165,12 +165,18 @@ public final class ChildProcess: Sendable {
         }
     }
 
-    /// Waits for exit for at most `timeout`; returns whether the process exited.
+    /// Waits for exit for at most `timeout`; returns whether the process exited. After an exit
+    /// it also waits (up to 10 s more) until standard output and error are read to their end,
+    /// so ``standardOutput`` then holds the child's last line.
     public func waitForExit(timeout: Duration) async -> Bool {
         let deadline = ContinuousClock.now + timeout
         while isRunning {
             guard ContinuousClock.now < deadline else { return false }
             try? await Task.sleep(for: .milliseconds(10))
+        }
+        let drained = ContinuousClock.now + .seconds(10)
+        while shared.state.withLock({ $0.openStreams > 0 }) && ContinuousClock.now < drained {
+            try? await Task.sleep(for: .milliseconds(5))
         }
         return true
     }
