@@ -25,7 +25,7 @@ struct VaporExampleMetricsTests {
                 try ExampleApp.executable("python3", inPath: true),
                 arguments: ["-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", upstreamFolder.path])
             let serving = try #require(
-                await upstream.waitForOutputLine(prefix: "Serving HTTP on 127.0.0.1 port ", timeout: .seconds(60)),
+                await upstream.waitForOutputLine(prefix: "Serving HTTP on 127.0.0.1 port ", timeout: .seconds(300)),
                 "upstream did not start: \(upstream.standardError)")
             let upstreamPort = try #require(Int(serving.prefix { $0.isNumber }))
             let port = try ExampleApp.freePort()
@@ -38,7 +38,7 @@ struct VaporExampleMetricsTests {
                 ])
             let base = "http://127.0.0.1:\(port)"
             // (polled: the app may take long to start on a loaded machine)
-            let deadline = ContinuousClock.now + .seconds(60)
+            let deadline = ContinuousClock.now + .seconds(300)
             while (try? await ExampleApp.get("\(base)/metrics")) == nil {
                 try #require(app.isRunning && ContinuousClock.now < deadline, "app did not start: \(app.standardError)")
                 try await Task.sleep(for: .milliseconds(100))

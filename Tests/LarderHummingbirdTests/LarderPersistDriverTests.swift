@@ -256,7 +256,7 @@ struct LarderPersistDriverTests {
                 try scope.start(helper, arguments: [directory.url.path, startFile, String(count), "p\(id)"])
             }
             for child in children {
-                #expect(await child.waitForOutputLine(prefix: "ready", timeout: .seconds(60)) != nil)
+                #expect(await child.waitForOutputLine(prefix: "ready", timeout: .seconds(300)) != nil)
             }
             #expect(FileManager.default.createFile(atPath: startFile, contents: Data()))
             for child in children {

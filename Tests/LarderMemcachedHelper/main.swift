@@ -25,7 +25,7 @@ guard arguments.count == 7, arguments[1] == "stampede", !ports.isEmpty, let task
 let keys = arguments[3].split(separator: ",").map(String.init)
 let countFile = arguments[4]
 let store = try MemcachedStore(configuration: .init(
-    servers: ports.map { .init(host: "127.0.0.1", port: $0) }, namespace: "mp:", deadline: .seconds(10)))
+    servers: ports.map { .init(host: "127.0.0.1", port: $0) }, namespace: "mp:", deadline: .seconds(300)))
 let storage = try Storage<String, String>(configuration: .init(), additionalTiers: [store], transformer: .string)
 // Connect before the start line so connection set-up does not stagger the helpers.
 _ = try? await store.entry(forKey: "warm-up")

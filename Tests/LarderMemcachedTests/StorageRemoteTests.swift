@@ -125,7 +125,8 @@ struct StorageRemoteTests {
     @Test func aSyncCallNamingTheSharedTierThrowsAndChangesNothing() async throws {
         try await withChildProcesses { scope in
             let server = try await MemcachedServer.start(in: scope)
-            let (storage, store) = try Self.storage(port: server.port)
+            // (An hour's local copy: a stalled machine must not let it age out mid-test.)
+            let (storage, store) = try Self.storage(port: server.port, localCopyMaxAge: .seconds(3_600))
             try await storage.setValue("shared", forKey: "k", expiry: .seconds(3_600))
             #expect(syncCallsNamingTheSharedTier(storage, forKey: "k").allSatisfy { $0 })
             let error = syncRemovalError(storage, forKey: "k")
@@ -162,7 +163,7 @@ struct StorageRemoteTests {
                     try await Task.sleep(for: .milliseconds(20))
                 }
             }
-            let reader = try MemcachedStore(configuration: .init(port: server.port, namespace: "s:", deadline: .seconds(10)))
+            let reader = try MemcachedStore(configuration: .init(port: server.port, namespace: "s:", deadline: .seconds(300)))
             #expect(try await reader.entry(forKey: "k") == nil)
             // With the remote healthy, a load is written through.
             #expect(try await storage.value(forKey: "k2", expiry: .seconds(3_600)) { _ in "loaded2" } == "loaded2")
@@ -180,7 +181,7 @@ struct StorageRemoteTests {
             let server = try await MemcachedServer.start(in: scope)
             // Given a store whose leases last 3 s (the default is 30 s)
             let store = try MemcachedStore(configuration: .init(
-                port: server.port, namespace: "s:", deadline: .seconds(60), leaseDuration: .seconds(3)))
+                port: server.port, namespace: "s:", deadline: .seconds(300), leaseDuration: .seconds(3)))
             #expect(store.leaseDuration == .seconds(3))
             let storage = try Storage<String, String>(configuration: .init(), additionalTiers: [store], transformer: .string)
             let gate = AsyncGate()
@@ -233,7 +234,7 @@ struct StorageRemoteTests {
             // (2 s, not 1: memcached's clock ticks once a second, so a 1 s lease can end at the
             // next tick, which under load may come between the two reads below.)
             let store = try MemcachedStore(configuration: .init(
-                port: server.port, namespace: "s:", deadline: .seconds(60), leaseDuration: .seconds(2)))
+                port: server.port, namespace: "s:", deadline: .seconds(300), leaseDuration: .seconds(2)))
             // Given a lease won and never filled (its holder died)
             let taken = ContinuousClock.now
             guard case .won = try await store.leasedEntry(forKey: "orphan", leaseDuration: store.leaseDuration) else {
@@ -251,15 +252,16 @@ struct StorageRemoteTests {
                 Issue.record("a second read did not find the lease busy")
                 return
             }
-            // When leaseDuration (2 s; memcached counts whole seconds) has passed
-            let end = ContinuousClock.now + .seconds(6)
+            // When leaseDuration (2 s; memcached counts whole seconds) has passed (polled for up
+            // to 25 s: a loaded machine stalls, and the default 30 s lease must still fail this)
+            let end = ContinuousClock.now + .seconds(25)
             var wonAgain = false
             while !wonAgain, ContinuousClock.now < end {
                 try await Task.sleep(for: .milliseconds(100))
                 if case .won = try await store.leasedEntry(forKey: "orphan", leaseDuration: store.leaseDuration) { wonAgain = true }
             }
             // Then the key is leased afresh instead of waiting 30 s
-            #expect(wonAgain, "the orphaned lease outlived leaseDuration + 4 s")
+            #expect(wonAgain, "the orphaned lease outlived 25 s, not its leaseDuration of 2 s")
             await store.close()
         }
     }
@@ -271,7 +273,7 @@ struct StorageRemoteTests {
             let server = try await MemcachedServer.start(in: scope)
             func make() throws -> (Storage<String, String>, MemcachedStore) {
                 let store = try MemcachedStore(configuration: .init(
-                    port: server.port, namespace: "s:", deadline: .seconds(10), leaseWaitLimit: .seconds(30)))
+                    port: server.port, namespace: "s:", deadline: .seconds(300), leaseWaitLimit: .seconds(30)))
                 return (try Storage(configuration: .init(), additionalTiers: [store], transformer: .string), store)
             }
             let (a, storeA) = try make()
@@ -306,7 +308,7 @@ struct StorageRemoteTests {
         try await withChildProcesses { scope in
             let server = try await MemcachedServer.start(in: scope)
             let proxy = try await ChaosProxy(upstreamPort: server.port)
-            let writer = try MemcachedStore(configuration: .init(port: server.port, namespace: "s:", deadline: .seconds(10)))
+            let writer = try MemcachedStore(configuration: .init(port: server.port, namespace: "s:", deadline: .seconds(300)))
             let (slow, slowStore) = try Self.storage(port: proxy.port, deadline: .milliseconds(50))
             let keys = (0..<40).map { "hot-\($0)" }
             for key in keys {
@@ -587,7 +589,7 @@ struct MemcachedMultiProcessTests {
                 ])
             }
             for helper in helpers {
-                #expect(await helper.waitForExit(timeout: .seconds(60)))
+                #expect(await helper.waitForExit(timeout: .seconds(300)))
                 #expect(helper.exitedCleanly, "\(helper.standardError)")
                 await helper.waitForOutput()
                 #expect(helper.standardOutput.contains("values \(32 * count) computed"), "\(helper.standardOutput)")

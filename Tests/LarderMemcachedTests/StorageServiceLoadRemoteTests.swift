@@ -115,7 +115,7 @@ struct StorageServiceLoadRemoteTests {
             let server = try await MemcachedServer.start(in: scope)
             let proxy = try await ChaosProxy(upstreamPort: server.port)
             // Given the fleet's value, written straight to the server
-            let direct = try MemcachedStore(configuration: .init(port: server.port, namespace: "nl:", deadline: .seconds(60)))
+            let direct = try MemcachedStore(configuration: .init(port: server.port, namespace: "nl:", deadline: .seconds(300)))
             try await direct.setValue(Data("fleet".utf8), forKey: "k", expiry: .seconds(3_600), metadata: nil, isCompressible: false)
             // And an instance whose replies are delayed far past its deadline (requests still
             // reach the server at once: a slow but live server)

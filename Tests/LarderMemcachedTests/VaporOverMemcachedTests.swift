@@ -25,7 +25,7 @@ struct VaporOverMemcachedTests {
             let eventLoop = MultiThreadedEventLoopGroup.singleton.any()
             func instance(_ name: String, localCopyMaxAge: Duration?) throws -> (LarderCache, MemcachedStore) {
                 let remote = try MemcachedStore(configuration: .init(
-                    port: server.port, namespace: "app:", deadline: .seconds(60), localCopyMaxAge: localCopyMaxAge))
+                    port: server.port, namespace: "app:", deadline: .seconds(300), localCopyMaxAge: localCopyMaxAge))
                 let storage = try Larder.Storage<String, JSONValue>(
                     configuration: .init(directory: folder.url.appendingPathComponent(name)),
                     additionalTiers: [remote], transformer: .jsonValue)

@@ -52,7 +52,7 @@ case "stampede":
     let keys = arguments[3].split(separator: ",").map(String.init)
     let countFile = arguments[4]
     let store = try RedisStore(configuration: .init(
-        port: port, namespace: "mp:", deadline: .seconds(60), isTrackingEnabled: false, leaseWaitLimit: .seconds(120)))
+        port: port, namespace: "mp:", deadline: .seconds(300), isTrackingEnabled: false, leaseWaitLimit: .seconds(120)))
     let storage = try Storage<String, String>(configuration: .init(), additionalTiers: [store], transformer: .string)
     _ = try? await store.entry(forKey: "warm-up")
     let wait = startMillis / 1000 - Date().timeIntervalSince1970
@@ -121,7 +121,7 @@ case "bench":
 case "follow":
     guard let count = Int(arguments[3]) else { usage() }
     let store = try await RedisStore.connect(configuration: .init(
-        port: port, namespace: "lat:", deadline: .seconds(60), localCopyMaxAge: .seconds(3_600)))
+        port: port, namespace: "lat:", deadline: .seconds(300), localCopyMaxAge: .seconds(3_600)))
     let storage = try Storage<String, String>(configuration: .init(), additionalTiers: [store], transformer: .string)
     while !store.isTrackingLive { try await Task.sleep(for: .milliseconds(2)) }
     for index in 0..<count {

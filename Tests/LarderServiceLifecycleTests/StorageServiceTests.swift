@@ -71,14 +71,14 @@ struct StorageServiceTests {
             // Given a child writing through a storage in a ServiceGroup
             let child = try scope.start(helper, arguments: [folder.url.path])
             // When it has acknowledged some writes (polled: a loaded machine is slow)
-            let deadline = ContinuousClock.now + .seconds(60)
+            let deadline = ContinuousClock.now + .seconds(300)
             while Self.acknowledged(child.standardOutput).count < 50 && child.isRunning && ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(20))
             }
             try #require(child.isRunning, "the helper exited early: \(child.standardError)")
             // and receives SIGTERM
             child.send(SIGTERM)
-            await child.waitForOutput(timeout: .seconds(60))
+            await child.waitForOutput(timeout: .seconds(300))
 
             // Then it shut down cleanly, saying how many writes it acknowledged
             #expect(child.termination?.reason == .exit && child.termination?.status == 0, "\(child.standardError)")

@@ -250,7 +250,7 @@ struct DiskStoreLingeringReadTests {
         // And the store closes elsewhere once the read ends
         try reader.execute("COMMIT")
         reader.close()
-        let deadline = ContinuousClock.now + .seconds(60)
+        let deadline = ContinuousClock.now + .seconds(300)
         while DiskStore.openStores.withLock({ $0[directory] }) != nil, ContinuousClock.now < deadline { usleep(5_000) }
         #expect(DiskStore.openStores.withLock { $0[directory] } == nil)
     }
