@@ -163,11 +163,11 @@ extension Storage where Value: Sendable {
         for (index, key) in batch.keys.enumerated() {
             if let cost = batch.writes[index].cost, keepsLocalCopies {
                 if memory.setValue(batch.values[index], forKey: key, cost: cost, expiry: expiry) { emit(.written, key.cacheKey, .memory) }
-                dropMemoryTags(forKey: key)
-            } else {
-                if memory.removeValue(forKey: key) { emit(.removed, key.cacheKey, .memory) }
-                dropMemoryTags(forKey: key)
+            } else if memory.removeValue(forKey: key) {
+                emit(.removed, key.cacheKey, .memory)
             }
+            // Loaded values carry no tags.
+            dropMemoryTags(forKey: key)
             dropStaleCopyInMemory(forKey: key)
             if let staleCopies, let staleEnd, let cost = batch.writes[index].cost {
                 staleCopies.setValue(batch.values[index], forKey: key, cost: cost, expiry: .date(staleEnd))
